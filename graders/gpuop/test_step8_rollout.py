@@ -1,0 +1,96 @@
+"""Step 8: stall the rollout and report the split state."""
+
+import re
+
+import pytest
+
+from pytest_gpulab.feedback import expect, fail
+from pytest_gpulab.parsing import dig, read_key_values
+
+pytestmark = pytest.mark.step(8, "Stalled DaemonSet rollout", points=15)
+
+DS = "/apis/apps/v1/namespaces/gpu-operator/daemonsets/nvidia-container-toolkit"
+NEW_IMAGE = "nvcr.io/nvidia/k8s/container-toolkit:v1.17.0"
+OLD_TAG = ":v1.16.2"
+REPORT = "out/rollout.txt"
+STATUS_WAIT_SECONDS = 20
+PUSHED_TOO_EARLY_HINT = (
+    "Common mistake 3: the new spec was pushed before the three v1.16.2 Pods were Ready, so every Pod was "
+    "replaced and none is ready. Delete the DaemonSet, apply v1.16.2/128Mi, wait until 3 are Ready, then change both."
+)
+
+
+def ds_pods(live, ds):
+    uid = dig(ds, "metadata", "uid")
+    pods = live.list("/api/v1/namespaces/gpu-operator/pods")
+    return [p for p in pods if any(ref.get("uid") == uid for ref in dig(p, "metadata", "ownerReferences", default=[]) or [])]
+
+
+def image_of(obj):
+    containers = dig(obj, "spec", "containers", default=[]) or dig(obj, "spec", "template", "spec", "containers", default=[]) or []
+    return containers[0].get("image") if containers else None
+
+
+def memory_request(ds):
+    for container in dig(ds, "spec", "template", "spec", "containers", default=[]) or []:
+        request = dig(container, "resources", "requests", "memory")
+        if request is not None:
+            return str(request)
+    return None
+
+
+def is_pending_on_memory(pod):
+    if dig(pod, "status", "phase") != "Pending":
+        return False
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and "Insufficient memory" in (c.get("message") or "")
+        for c in dig(pod, "status", "conditions", default=[]) or []
+    )
+
+
+def stall_numbers(ds):
+    status = ds.get("status", {})
+    return (status.get("desiredNumberScheduled"), status.get("updatedNumberScheduled", 0), status.get("numberReady", 0))
+
+
+def test_stalled_rollout(lab_root, live):
+    ds = live.get(DS)
+    expect(ds, "The DaemonSet gpu-operator/nvidia-container-toolkit is not in the cluster; apply k8s/toolkit-ds.yaml.")
+    max_unavailable = dig(ds, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
+    expect(str(max_unavailable) == "1", f"updateStrategy.rollingUpdate.maxUnavailable should be 1, found {max_unavailable!r}.")
+    image = image_of(ds)
+    expect(image == NEW_IMAGE, f"The DaemonSet's image should now be {NEW_IMAGE}, found {image!r}.")
+    memory = memory_request(ds)
+    expect(memory == "64Gi", f"The DaemonSet's memory request should now be 64Gi, found {memory!r}.")
+
+    uid = dig(ds, "metadata", "uid")
+    revisions = [
+        r for r in live.list("/apis/apps/v1/namespaces/gpu-operator/controllerrevisions")
+        if any(ref.get("uid") == uid for ref in dig(r, "metadata", "ownerReferences", default=[]) or [])
+    ]
+    expect(
+        len(revisions) >= 2,
+        f"The DaemonSet has {len(revisions)} revision(s); it should have been applied with v1.16.2/128Mi first and then changed.",
+        hint="Apply the v1.16.2 spec, wait for 3 Ready Pods, then change image and memory together.",
+    )
+
+    ds = live.wait_for(DS, lambda d: d is not None and stall_numbers(d) == (3, 1, 2), STATUS_WAIT_SECONDS) or ds
+    desired, updated, ready = stall_numbers(ds)
+    pods = ds_pods(live, ds)
+    old_pods = [p for p in pods if (image_of(p) or "").endswith(OLD_TAG)]
+    pending = [p for p in pods if image_of(p) == NEW_IMAGE and is_pending_on_memory(p)]
+    detail = {"status": ds.get("status"), "pods": [{"name": dig(p, "metadata", "name"), "image": image_of(p), "phase": dig(p, "status", "phase")} for p in pods]}
+    if (desired, updated, ready) != (3, 1, 2):
+        if ready == 0 and updated == desired:
+            fail(f"The rollout replaced every Pod and none is ready (desired {desired}, updated {updated}, ready {ready}).", hint=PUSHED_TOO_EARLY_HINT, detail=detail)
+        fail(f"The rollout should stall at desired 3, updated 1, ready 2; found desired {desired}, updated {updated}, ready {ready}.", detail=detail)
+    expect(len(old_pods) == 2, f"Two Pods should still run v1.16.2, found {len(old_pods)}.", detail=detail)
+    expect(len(pending) == 1, "One new Pod should be Pending with Insufficient memory; found none.", detail=detail)
+
+    values = read_key_values(lab_root / REPORT, REPORT, required=["DESIRED", "UPDATED", "READY", "OLD_IMAGE_PODS", "MAX_UNAVAILABLE", "BLOCKER"])
+    live_numbers = {"DESIRED": desired, "UPDATED": updated, "READY": ready, "OLD_IMAGE_PODS": len(old_pods), "MAX_UNAVAILABLE": 1}
+    for key, number in live_numbers.items():
+        written = values[key].strip()
+        expect(written == str(number), f"{REPORT}: {key} should be {number}, as the live DaemonSet shows; found {values[key]!r}.", detail=detail)
+    blocker = re.sub(r"[\s_]+", "-", values["BLOCKER"].strip().lower())
+    expect(blocker == "insufficient-memory", f"{REPORT}: BLOCKER should be insufficient-memory, found {values['BLOCKER']!r}.")

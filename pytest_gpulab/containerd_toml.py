@@ -1,0 +1,112 @@
+"""Reading containerd configuration the way containerd does, with the traps named.
+
+Shared by the labs' graders: where the CRI plugin's runtimes live in a version
+2 or 3 file, how an ``imports`` glob resolves, and the diagnosis of the usual
+TOML mistakes (unquoted dotted table names, keys stranded under a table).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from .feedback import fail
+from .parsing import dig
+
+CRI_V2 = "io.containerd.grpc.v1.cri"
+CRI_V3_RUNTIME = "io.containerd.cri.v1.runtime"
+RUNTIMES_TABLE_V2 = f'plugins."{CRI_V2}".containerd.runtimes'
+
+UNQUOTED_HINT = (
+    "A table name containing dots must quote that part: write "
+    f'[plugins."{CRI_V2}".containerd...], otherwise TOML builds plugins.io.containerd.grpc... instead.'
+)
+
+
+def has_unquoted_plugin_path(document: dict[str, Any], plugin: str = CRI_V2) -> bool:
+    """True when ``plugins.io.containerd...`` exists: the plugin name was not quoted."""
+    return dig(document, "plugins", *plugin.split(".")) is not None
+
+
+def cri_containerd(document: dict[str, Any], display: str, plugin: str = CRI_V2) -> dict[str, Any]:
+    """The ``plugins."<plugin>".containerd`` table, or a failure naming the likely mistake."""
+    __tracebackhide__ = True
+    table = dig(document, "plugins", plugin, "containerd")
+    if isinstance(table, dict):
+        return table
+    if has_unquoted_plugin_path(document, plugin):
+        fail(f'{display} has no plugins."{plugin}" table: the parser sees plugins.{plugin} as nested tables.', hint=UNQUOTED_HINT, detail=document)
+    fail(f'{display} has no [plugins."{plugin}".containerd] table.', detail=document)
+
+
+def defined_runtimes(document: dict[str, Any], plugin: str = CRI_V2) -> set[str]:
+    """Runtime names a file defines under the plugin's ``containerd.runtimes`` (empty if none)."""
+    runtimes = dig(document, "plugins", plugin, "containerd", "runtimes")
+    return set(runtimes) if isinstance(runtimes, dict) else set()
+
+
+def find_key(document: Any, key: str, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every place ``key`` occurs in the nested tables, as (table path, value)."""
+    found = []
+    if isinstance(document, dict):
+        for name, value in document.items():
+            if name == key:
+                found.append((path, value))
+            found.extend(find_key(value, key, path + (name,)))
+    return found
+
+
+def imports_of(document: dict[str, Any]) -> list[str]:
+    """The ``imports`` globs: top level, or (trap) stranded under a table; strings only."""
+    imports = document.get("imports")
+    if imports is None:
+        stranded = find_key(document, "imports")
+        imports = stranded[0][1] if stranded else []
+    if isinstance(imports, str):
+        imports = [imports]
+    return [entry for entry in imports if isinstance(entry, str)] if isinstance(imports, list) else []
+
+
+def resolve_import(glob: str, config_dir: Path, host_config_dir: str = "/etc/containerd") -> Path | str:
+    """Where an imports glob points inside the learner's tree.
+
+    A relative glob resolves against the main file's folder (as containerd
+    does); an absolute one under ``/etc/containerd`` maps onto ``config_dir``;
+    an absolute glob already inside ``config_dir`` stays as it is.
+    """
+    if not glob.startswith("/"):
+        return config_dir / glob
+    if glob == host_config_dir or glob.startswith(host_config_dir + "/"):
+        return config_dir / glob[len(host_config_dir):].lstrip("/")
+    return Path(glob)
+
+
+def glob_matches(glob: str, config_dir: Path, host_config_dir: str = "/etc/containerd") -> list[Path]:
+    """The files an imports glob matches in the learner's tree, sorted."""
+    target = resolve_import(glob, config_dir, host_config_dir)
+    anchor = Path(target.anchor) if target.is_absolute() else Path(".")
+    pattern = str(target.relative_to(anchor)) if target.is_absolute() else str(target)
+    if not pattern:
+        return []
+    try:
+        return sorted(path for path in anchor.glob(pattern) if path.is_file())
+    except (ValueError, OSError):
+        return []
+
+
+def parse_key_path(text: str) -> tuple[str, ...] | None:
+    """The table path a dotted TOML key spells (``a."b.c".d`` -> ("a", "b.c", "d")), or None."""
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1].strip()
+    try:
+        document = tomllib.loads(f"{text} = 0")
+    except tomllib.TOMLDecodeError:
+        return None
+    path: list[str] = []
+    node: Any = document
+    while isinstance(node, dict) and len(node) == 1:
+        (name, node), = node.items()
+        path.append(name)
+    return tuple(path) if node == 0 else None

@@ -1,0 +1,162 @@
+"""Fixtures for graders: layers over the plain classes of this package.
+
+An expensive session fixture holds the cluster connection (or an ephemeral
+cluster); cheap function fixtures give each grader a read-only view of it, a
+fresh fake containerd and a runner for learner scripts. Each is small and can
+be overridden in a conftest.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from . import toolchain
+from .containerd import FakeContainerd
+from .feedback import fail
+from .kwok import KwokCluster, KwokClusterError
+from .labs import Lab
+from .live import ClusterUnreachable, LiveCluster
+from .runner import ScriptResult, run_script
+from .settings import RunSettings
+
+settings_key = pytest.StashKey[RunSettings]()
+
+__all__ = [
+    "feedback",
+    "fake_containerd",
+    "gpulab_settings",
+    "lab",
+    "lab_cluster",
+    "lab_root",
+    "learner_script",
+    "live",
+]
+
+
+@pytest.fixture(scope="session")
+def gpulab_settings(pytestconfig: pytest.Config) -> RunSettings:
+    return pytestconfig.stash[settings_key]
+
+
+@pytest.fixture(scope="session")
+def lab(gpulab_settings: RunSettings) -> Lab:
+    if gpulab_settings.lab is None:
+        raise pytest.UsageError("no lab chosen: run `pytest --lab NAME` (or set GPULAB_LAB / gpulab_lab).")
+    return gpulab_settings.lab
+
+
+@pytest.fixture(scope="session")
+def lab_root(gpulab_settings: RunSettings, lab: Lab) -> Path:
+    """The learner's lab directory; graders only read below it."""
+    return gpulab_settings.lab_root or lab.default_root
+
+
+@dataclass
+class LabClusterConnection:
+    """How this run reaches the lab cluster; ``error`` says why it cannot."""
+
+    kubeconfig: str | None
+    live: LiveCluster | None = None
+    error: str | None = None
+
+
+@pytest.fixture(scope="session")
+def lab_cluster(gpulab_settings: RunSettings, lab: Lab) -> Iterator[LabClusterConnection]:
+    """The learner's running cluster, or a fresh one with ``--lab-cluster=ephemeral``."""
+    if gpulab_settings.lab_cluster == "ephemeral":
+        cluster = KwokCluster.for_lab(lab.name)
+        try:
+            cluster.start()
+        except KwokClusterError as error:
+            yield LabClusterConnection(None, error=f"the ephemeral lab cluster could not start: {error}")
+            return
+        try:
+            yield _connect(str(cluster.kubeconfig))
+        finally:
+            cluster.stop()
+        return
+    connection = _connect(gpulab_settings.kubeconfig)
+    yield connection
+    if connection.live is not None:
+        connection.live.close()
+
+
+def _connect(kubeconfig: str | None) -> LabClusterConnection:
+    try:
+        live = LiveCluster.from_kubeconfig(kubeconfig)
+        live.probe()
+    except ClusterUnreachable as error:
+        return LabClusterConnection(kubeconfig, error=str(error))
+    return LabClusterConnection(kubeconfig, live=live)
+
+
+@pytest.fixture
+def live(lab_cluster: LabClusterConnection, lab: Lab) -> LiveCluster:
+    """Read-only access to the lab cluster; an unreachable cluster fails the step with a message."""
+    if lab_cluster.live is None:
+        fail(
+            f"Could not reach the lab cluster: {lab_cluster.error}. Start it (e.g. `gpulab up {lab.name}`) "
+            "and point the grader at it with --kubeconfig or KUBECONFIG."
+        )
+    return lab_cluster.live
+
+
+@pytest.fixture
+def fake_containerd(tmp_path: Path) -> FakeContainerd:
+    """A fresh fake ``containerd`` for this test: choose its dump, then read its calls."""
+    return FakeContainerd(tmp_path / "fake-containerd")
+
+
+@dataclass
+class LearnerScripts:
+    """Runs learner scripts as untrusted code: scratch cwd, closed stdin, timeout, bounded output."""
+
+    scratch: Path
+    fake_containerd: FakeContainerd
+    timeout: float
+    kubeconfig: str | None
+    tools_dir: Path
+
+    def run(self, script: Path, *args: str, dump: str | None = None) -> ScriptResult:
+        __tracebackhide__ = True
+        if not script.is_file():
+            fail(f"{script} does not exist; create it as the step asks.")
+        if dump is not None:
+            self.fake_containerd.serve(dump)
+        path_prefix: Sequence[Path] = [self.fake_containerd.bin_dir]
+        if (self.tools_dir / "kubectl").exists():
+            path_prefix = [*path_prefix, self.tools_dir]
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        extra_env = {"KUBECONFIG": self.kubeconfig} if self.kubeconfig else {}
+        return run_script(script, args, cwd=self.scratch, path_prefix=path_prefix, extra_env=extra_env, timeout=self.timeout)
+
+
+@pytest.fixture
+def learner_script(tmp_path: Path, fake_containerd: FakeContainerd, gpulab_settings: RunSettings) -> LearnerScripts:
+    """``learner_script.run(path, *args, dump="v2-runc-nvidia")`` with the fake containerd first on PATH."""
+    return LearnerScripts(
+        scratch=tmp_path / "scratch",
+        fake_containerd=fake_containerd,
+        timeout=gpulab_settings.script_timeout,
+        kubeconfig=gpulab_settings.kubeconfig,
+        tools_dir=toolchain.bin_dir(),
+    )
+
+
+class Feedback:
+    """Notes for the learner on a step that passes (or fails) for another reason."""
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+
+    def note(self, text: str) -> None:
+        self._item.user_properties.append(("gpulab_note", text))
+
+
+@pytest.fixture
+def feedback(request: pytest.FixtureRequest) -> Feedback:
+    return Feedback(request.node)

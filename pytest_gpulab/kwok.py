@@ -1,0 +1,244 @@
+"""A real lab cluster: kwokctl's binary runtime with the locally built binaries.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the kwok
+controller run as local processes; the lab's nodes are fake (kwok keeps them
+Ready and runs their Pods on paper). Usable without pytest::
+
+    with KwokCluster.for_lab("gpuop") as cluster:
+        cluster.kubectl("get", "nodes")
+
+Nothing here touches ``~/.kube/config`` or ``~/.kwok``: each cluster keeps its
+state and kubeconfig in its own work directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import toolchain
+from .labs import NodeSpec, get_lab
+
+KWOKCTL_BINARIES = {
+    "--etcd-binary": "etcd",
+    "--kube-apiserver-binary": "kube-apiserver",
+    "--kube-controller-manager-binary": "kube-controller-manager",
+    "--kube-scheduler-binary": "kube-scheduler",
+    "--kwok-controller-binary": "kwok",
+}
+
+
+class KwokClusterError(RuntimeError):
+    """The lab cluster could not be started, reached or stopped; says what to do."""
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
+    """Poll ``condition`` until it returns something truthy; return it, or None at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
+class KwokCluster:
+    """One kwokctl cluster of the binary runtime, with the given fake nodes."""
+
+    def __init__(
+        self,
+        name: str = "gpulab",
+        nodes: Sequence[NodeSpec] = (),
+        *,
+        bin_dir: Path | None = None,
+        workdir: Path | None = None,
+        apiserver_port: int | None = None,
+        start_timeout: float = 120,
+        ready_timeout: float = 60,
+    ) -> None:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
+            raise ValueError(f"cluster name {name!r} must be lower-case letters, digits and dashes")
+        self.name = name
+        self.nodes = tuple(nodes)
+        self.bin_dir = Path(bin_dir) if bin_dir else toolchain.bin_dir()
+        self._owns_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else None
+        self.apiserver_port = apiserver_port
+        self.start_timeout = start_timeout
+        self.ready_timeout = ready_timeout
+        self.startup_seconds: float | None = None
+
+    @classmethod
+    def for_lab(cls, lab: str, **kwargs: Any) -> "KwokCluster":
+        """A cluster shaped like ``lab``'s starting cluster (its nodes, nothing else)."""
+        return cls(name=kwargs.pop("name", f"gpulab-{lab}"), nodes=get_lab(lab).nodes, **kwargs)
+
+    # -- paths and environment ------------------------------------------------
+
+    @property
+    def cluster_dir(self) -> Path:
+        if self.workdir is None:
+            raise KwokClusterError("the cluster has not been started")
+        return self.workdir / "clusters" / self.name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster_dir / "kubeconfig.yaml"
+
+    def environment(self) -> dict[str, str]:
+        """The caller's environment with this cluster's binaries first on PATH and its kubeconfig."""
+        env = dict(os.environ)
+        env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env["KWOK_WORKDIR"] = str(self.workdir)
+        env["KWOK_KUBE_VERSION"] = f"v{toolchain.pinned_versions().kubernetes}"
+        if self.workdir is not None:
+            env["KUBECONFIG"] = str(self.kubeconfig)
+        return env
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> "KwokCluster":
+        missing = toolchain.missing_binaries(self.bin_dir)
+        if missing:
+            raise KwokClusterError(
+                f"missing lab cluster binaries in {self.bin_dir}: {', '.join(missing)}. "
+                "Build them with `gpulab build` (or scripts/setup)."
+            )
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="gpulab-kwok-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        command = [
+            str(self.bin_dir / "kwokctl"), "create", "cluster",
+            "--name", self.name,
+            "--runtime", "binary",
+            "--kubeconfig", "",
+            "--disable-qps-limits",
+            "--timeout", f"{int(self.start_timeout)}s",
+        ]
+        for flag, binary in KWOKCTL_BINARIES.items():
+            command += [flag, str(self.bin_dir / binary)]
+        if self.apiserver_port:
+            command += ["--kube-apiserver-port", str(self.apiserver_port)]
+        try:
+            result = subprocess.run(
+                command, env=self.environment(), stdin=subprocess.DEVNULL, capture_output=True,
+                text=True, timeout=self.start_timeout + 30,
+            )
+        except subprocess.TimeoutExpired:
+            self._cleanup_after_failure()
+            raise KwokClusterError(
+                f"kwokctl did not create the cluster within {self.start_timeout + 30:.0f}s; "
+                "the machine may be overloaded. Try again, or raise start_timeout."
+            ) from None
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr)[-3000:]
+            logs = self._component_logs()
+            self._cleanup_after_failure()
+            raise KwokClusterError(self._explain_start_failure(output, logs))
+        try:
+            self.create_nodes(self.nodes)
+            self.wait_until_ready(self.ready_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _component_logs(self) -> str:
+        logs_dir = self.cluster_dir / "logs" if self.workdir else None
+        if not logs_dir or not logs_dir.is_dir():
+            return ""
+        return "\n".join(
+            f"--- {log.name}\n{log.read_text(errors='replace')[-1500:]}" for log in sorted(logs_dir.glob("*.log"))
+        )
+
+    def _explain_start_failure(self, output: str, logs: str) -> str:
+        if "address already in use" in (output + logs):
+            port = f" {self.apiserver_port}" if self.apiserver_port else ""
+            return (
+                f"the lab cluster could not start: a port{port} it needs is already in use. "
+                "Stop the other cluster (`gpulab down LAB`) or choose another port.\n" + output
+            )
+        return f"kwokctl could not create the lab cluster:\n{output}\n{logs}".rstrip()
+
+    def _cleanup_after_failure(self) -> None:
+        self._kwokctl_delete()
+        self._remove_workdir()
+
+    def _kwokctl_delete(self) -> None:
+        if self.workdir is None or not self.cluster_dir.exists():
+            return
+        subprocess.run(
+            [str(self.bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name, "--kubeconfig", ""],
+            env=self.environment(), stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+        )
+
+    def _remove_workdir(self) -> None:
+        if self._owns_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def stop(self) -> None:
+        """Stop every component and delete the cluster's state."""
+        self._kwokctl_delete()
+        self._remove_workdir()
+
+    def __enter__(self) -> "KwokCluster":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- talking to it -----------------------------------------------------------
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run the pinned kubectl against this cluster."""
+        result = subprocess.run(
+            [str(self.bin_dir / "kubectl"), *args], env=self.environment(), input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise KwokClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def get_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def create_nodes(self, nodes: Sequence[NodeSpec]) -> None:
+        if nodes:
+            manifest = {"apiVersion": "v1", "kind": "List", "items": [node.manifest() for node in nodes]}
+            self.kubectl("create", "-f", "-", input=json.dumps(manifest))
+
+    def _ready(self) -> bool:
+        wanted = {node.name for node in self.nodes}
+        result = self.kubectl("get", "nodes", "-o", "json", check=False)
+        if result.returncode != 0:
+            return False
+        ready = {
+            item["metadata"]["name"]
+            for item in json.loads(result.stdout)["items"]
+            if any(c.get("type") == "Ready" and c.get("status") == "True" for c in item.get("status", {}).get("conditions", []))
+        }
+        if not wanted <= ready:
+            return False
+        return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
+
+    def wait_until_ready(self, timeout: float) -> None:
+        """Wait until every lab node is Ready and the ``default`` ServiceAccount exists."""
+        if not wait_until(self._ready, timeout, interval=0.25):
+            raise KwokClusterError(
+                f"the lab cluster did not become ready within {timeout:.0f}s (nodes Ready, default "
+                f"ServiceAccount); its logs are in {self.cluster_dir / 'logs'}"
+            )

@@ -1,0 +1,217 @@
+"""Lenient readers for the learner's files: strict on meaning, lenient on form.
+
+Every reader turns bad input (missing file, garbage bytes, broken TOML/YAML)
+into :class:`StepFailed` with a sentence naming the file, so one step's bad
+file never crashes the run.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .feedback import StepFailed, fail
+
+MAX_FILE_BYTES = 1024 * 1024
+
+
+def read_text(path: Path, display: str | None = None) -> str:
+    """The file's text (UTF-8, CRLF folded); a clear failure if it cannot be read."""
+    __tracebackhide__ = True
+    display = display or str(path)
+    if not path.exists():
+        fail(f"{display} does not exist; create it as the step asks.")
+    if not path.is_file():
+        fail(f"{display} is not a regular file.")
+    data = path.read_bytes()[: MAX_FILE_BYTES + 1]
+    if len(data) > MAX_FILE_BYTES:
+        fail(f"{display} is larger than 1 MiB; it should be a small text file.")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        fail(f"{display} is not UTF-8 text (bad byte at offset {error.start}); write it as plain text.")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def load_toml(path: Path, display: str | None = None) -> dict[str, Any]:
+    __tracebackhide__ = True
+    display = display or str(path)
+    text = read_text(path, display)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        fail(f"{display} is not valid TOML: {error}. Read it with tomllib to find the broken line.")
+
+
+def load_yaml_documents(path: Path, display: str | None = None) -> list[dict[str, Any]]:
+    """Every object in the file: all ``---`` documents, ``kind: List`` items expanded."""
+    __tracebackhide__ = True
+    display = display or str(path)
+    text = read_text(path, display)
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as error:
+        fail(f"{display} is not valid YAML: {' '.join(str(error).split())}")
+    objects: list[dict[str, Any]] = []
+    for document in documents:
+        if document is None:
+            continue
+        if not isinstance(document, dict):
+            fail(f"{display} should hold Kubernetes objects (mappings), found a {type(document).__name__}.")
+        if document.get("kind") == "List" and isinstance(document.get("items"), list):
+            objects.extend(item for item in document["items"] if isinstance(item, dict))
+        else:
+            objects.append(document)
+    return objects
+
+
+def find_object(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any] | None:
+    """The first object of ``kind`` (and ``name`` if given); kind compared case-insensitively."""
+    for obj in objects:
+        if str(obj.get("kind", "")).lower() != kind.lower():
+            continue
+        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        if name is None or metadata.get("name") == name:
+            return obj
+    return None
+
+
+def dig(data: Any, *keys: Any, default: Any = None) -> Any:
+    """``data[k1][k2]...`` or ``default`` when any level is missing or of the wrong type."""
+    for key in keys:
+        if isinstance(data, dict) and key in data:
+            data = data[key]
+        elif isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data):
+            data = data[key]
+        else:
+            return default
+    return data
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1].strip()
+    return value
+
+
+def parse_key_values(text: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines: keys upper-cased, whitespace and one pair of outer quotes dropped.
+
+    Lines without ``=`` and ``#`` comments are ignored; ``export KEY=...`` is accepted.
+    The first ``=`` splits, so a value may contain ``=``.
+    """
+    values: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip()
+        if key.lower().startswith("export "):
+            key = key[len("export "):].strip()
+        values[key.upper()] = _unquote(value)
+    return values
+
+
+def read_key_values(path: Path, display: str | None = None, required: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    __tracebackhide__ = True
+    display = display or str(path)
+    values = parse_key_values(read_text(path, display))
+    missing = [key for key in required if key not in values]
+    if missing:
+        fail(f"{display} is missing {', '.join(f'{k}=' for k in missing)}; write one KEY=VALUE line for each.")
+    return values
+
+
+def split_list(value: str) -> set[str]:
+    """``runc,nvidia`` / ``runc nvidia`` / ``[runc, nvidia]`` -> {"runc", "nvidia"}; order-insensitive."""
+    value = value.strip().strip("[]()")
+    return {_unquote(item) for item in re.split(r"[,\s]+", value) if _unquote(item)}
+
+
+_YES = {"yes", "y", "true"}
+_NO = {"no", "n", "false"}
+
+
+def parse_yes_no(value: str) -> bool | None:
+    """True for yes/true, False for no/false (any case), None for anything else."""
+    lowered = value.strip().lower()
+    if lowered in _YES:
+        return True
+    if lowered in _NO:
+        return False
+    return None
+
+
+def parse_quantity_number(value: str, unit: str = "GiB") -> float | None:
+    """``40``, ``40GiB``, ``40 GiB``, ``40Gi`` -> 40.0; None when it is not a number."""
+    text = value.strip()
+    unit_pattern = re.escape(unit) + ("|" + re.escape(unit[:-1]) if unit.endswith("B") else "")
+    match = re.fullmatch(rf"(-?\d+(?:\.\d+)?)\s*(?:{unit_pattern})?", text, flags=re.I)
+    return float(match.group(1)) if match else None
+
+
+_EMPTY_AMOUNTS = {"", "<none>", "none", "-", "0", "<nil>", "null"}
+
+
+def parse_table(text: str) -> list[list[str]]:
+    """Rows of a whitespace- or comma-separated table; blank lines dropped."""
+    rows = []
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        cells = [cell.strip() for cell in re.split(r"\s*,\s*|\s+", raw.strip())]
+        rows.append([cell for cell in cells if cell != ""] or [""])
+    return rows
+
+
+def read_amount_table(path: Path, display: str | None = None) -> dict[str, int | None]:
+    """A two-column NAME/AMOUNT table as {name: amount}; a header row is skipped.
+
+    A missing amount (``<none>``, ``0``, ``-`` or empty) reads as 0; a cell that is not a
+    whole number reads as None so the grader can say what it found.
+    """
+    __tracebackhide__ = True
+    display = display or str(path)
+    amounts: dict[str, int | None] = {}
+    for index, row in enumerate(parse_table(read_text(path, display))):
+        name = row[0]
+        amount = row[1] if len(row) > 1 else ""
+        if index == 0 and not re.fullmatch(r"\d+|<none>|-|", amount.lower()) and name.upper() in {"NAME", "NODE", "NODENAME"}:
+            continue
+        lowered = amount.strip().strip("\"'").lower()
+        if lowered in _EMPTY_AMOUNTS:
+            amounts[name] = 0
+        elif re.fullmatch(r"\d+", lowered):
+            amounts[name] = int(lowered)
+        else:
+            amounts[name] = None
+    return amounts
+
+
+def first_lines(text: str, count: int) -> list[str]:
+    """The first ``count`` non-blank lines, stripped."""
+    return [line.strip() for line in text.splitlines() if line.strip()][:count]
+
+
+__all__ = [
+    "StepFailed",
+    "dig",
+    "find_object",
+    "first_lines",
+    "load_toml",
+    "load_yaml_documents",
+    "parse_key_values",
+    "parse_quantity_number",
+    "parse_table",
+    "parse_yes_no",
+    "read_amount_table",
+    "read_key_values",
+    "read_text",
+    "split_list",
+]
