@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from . import toolchain
 from .kwok import KwokCluster, KwokClusterError
-from .labs import LABS, UnknownLab, get_lab
+from .labs import LABS, UnknownLab
 from .settings import gpulab_up_kubeconfig
 
 

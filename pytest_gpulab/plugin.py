@@ -15,8 +15,17 @@ import pytest
 
 from . import settings as settings_mod
 from .feedback import StepFailed
-from .fixtures import *  # noqa: F401,F403  (fixtures are registered through this module)
-from .fixtures import settings_key
+from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures)
+    fake_containerd,
+    feedback,
+    gpulab_settings,
+    lab,
+    lab_cluster,
+    lab_root,
+    learner_script,
+    live,
+    settings_key,
+)
 from .steps import StepInfo, step_of
 
 # -- options and collection ------------------------------------------------------
@@ -29,10 +38,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """With a lab chosen and no paths given, collect that lab's graders."""
-    lab = settings_mod.lab_from(early_config, namespace=early_config.known_args_namespace)
-    if lab is None or getattr(early_config.known_args_namespace, "file_or_dir", None):
+    chosen = settings_mod.lab_from(early_config, namespace=early_config.known_args_namespace)
+    if chosen is None or getattr(early_config.known_args_namespace, "file_or_dir", None):
         return
-    args.append(str(lab.graders))
+    args.append(str(chosen.graders))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,13 +61,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Say now, to the author, when a grader lacks a valid step marker."""
     run = config.stash[settings_key]
-    if run.lab is None:
-        return
-    graders = Path(str(run.lab.graders)).resolve()
+    graders = Path(str(run.lab.graders)).resolve() if run.lab else None
     for item in items:
-        if graders in Path(item.path).resolve().parents:
-            step_of(item)  # a grader without a valid step marker is an author error, said now
+        if item.get_closest_marker("step") or (graders and graders in Path(item.path).resolve().parents):
+            step_of(item)
 
 
 # -- results -------------------------------------------------------------------------

@@ -26,30 +26,31 @@ class Setting:
     flag: str
     env: str
     help: str
+    metavar: str
 
     @property
     def ini(self) -> str:
         return f"gpulab_{self.name}"
 
 
-LAB = Setting("lab", "--lab", "GPULAB_LAB", "Lab to grade: collects its graders (e.g. gpuop).")
+LAB = Setting("lab", "--lab", "GPULAB_LAB", "Lab to grade: collects its graders (e.g. gpuop).", "NAME")
 LAB_ROOT = Setting(
     "lab_root", "--lab-root", "GPULAB_LAB_ROOT",
-    "The learner's lab directory (default: the lab's own, e.g. /root/gpuop).",
+    "The learner's lab directory (default: the lab's own, e.g. /root/gpuop).", "PATH",
 )
 KUBECONFIG = Setting(
     "kubeconfig", "--kubeconfig", "KUBECONFIG",
     "Kubeconfig of the learner's running lab cluster (default: the cluster `gpulab up LAB` "
-    "started, else ~/.kube/config).",
+    "started, else ~/.kube/config).", "PATH",
 )
 LAB_CLUSTER = Setting(
     "lab_cluster", "--lab-cluster", "GPULAB_LAB_CLUSTER",
     "'existing' grades the cluster the kubeconfig points at (default); 'ephemeral' starts a "
-    "fresh lab cluster for this run and deletes it afterwards.",
+    "fresh lab cluster for this run and deletes it afterwards.", "MODE",
 )
 SCRIPT_TIMEOUT = Setting(
     "script_timeout", "--script-timeout", "GPULAB_SCRIPT_TIMEOUT",
-    f"Seconds a learner script may run before its process group is killed (default {DEFAULT_SCRIPT_TIMEOUT:g}).",
+    f"Seconds a learner script may run before its process group is killed (default {DEFAULT_SCRIPT_TIMEOUT:g}).", "SECONDS",
 )
 ALL_SETTINGS = (LAB, LAB_ROOT, KUBECONFIG, LAB_CLUSTER, SCRIPT_TIMEOUT)
 
@@ -58,7 +59,7 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpulab", "GPU-operations lab grading")
     for setting in ALL_SETTINGS:
         extra = {"choices": LAB_CLUSTER_CHOICES} if setting is LAB_CLUSTER else {}
-        group.addoption(setting.flag, dest=f"gpulab_{setting.name}", default=None, help=f"{setting.help} [env {setting.env}, ini {setting.ini}]", **extra)
+        group.addoption(setting.flag, dest=f"gpulab_{setting.name}", default=None, metavar=setting.metavar, help=f"{setting.help} [env {setting.env}, ini {setting.ini}]", **extra)
         parser.addini(setting.ini, setting.help, default=None)
 
 

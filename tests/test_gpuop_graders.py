@@ -1,0 +1,143 @@
+"""The gpuop graders, proven against the reference solution on real lab clusters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from gpuop_variants import FORMS, TRAPS, Variant, copy_root
+from pytest_gpulab.kwok import KwokCluster
+
+SOLVE = Path(str(resources.files("pytest_gpulab.reference") / "gpuop" / "solve.sh"))
+ALL_STEPS = set(range(1, 9))
+
+
+@dataclass
+class StepResult:
+    outcome: str
+    message: str
+    metadata: dict
+
+
+def solve(cluster: KwokCluster, root: Path, *steps: int) -> None:
+    result = subprocess.run(
+        ["bash", str(SOLVE), str(root), *map(str, steps)], env=cluster.environment(),
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, f"reference solution failed:\n{result.stderr[-4000:]}"
+
+
+def grade(pytester: pytest.Pytester, root: Path, cluster: KwokCluster, *args: str) -> dict[int, StepResult]:
+    """Run `pytest --lab gpuop` in a subprocess; the per-step outcome, learner message and metadata."""
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "--lab-root", str(root), "--kubeconfig", str(cluster.kubeconfig),
+        "--json-report", f"--json-report-file={report}", "-p", "no:cacheprovider", *args,
+    )
+    assert result.ret in (0, 1), result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
+    steps = {}
+    for test in json.loads(report.read_text())["tests"]:
+        failed_stage = next((test[s] for s in ("setup", "call") if s in test and test[s]["outcome"] != "passed"), {})
+        steps[test["metadata"]["step"]] = StepResult(test["outcome"], failed_stage.get("longrepr") or "", test["metadata"])
+    assert set(steps) == ALL_STEPS
+    return steps
+
+
+def failing(steps: dict[int, StepResult]) -> dict[int, str]:
+    return {number: step.message for number, step in steps.items() if step.outcome != "passed"}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[KwokCluster, Path]:
+    """A lab cluster and a root on which the reference solution ran every step."""
+    root = tmp_path_factory.mktemp("reference-root")
+    with KwokCluster.for_lab("gpuop", name="tests-reference") as cluster:
+        solve(cluster, root)
+        yield cluster, root
+
+
+def test_reference_solution_passes_every_step(pytester, reference):
+    cluster, root = reference
+    before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
+    steps = grade(pytester, root, cluster)
+    assert failing(steps) == {}
+    assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before, "the grader changed the learner's files"
+    for number, step in steps.items():
+        assert step.metadata["lab"] == "gpuop" and step.metadata["step"] == number
+        assert step.metadata["title"] and step.metadata["points"] > 0
+
+
+@pytest.mark.parametrize("variant", TRAPS, ids=lambda v: v.name)
+def test_trap_fails_exactly_its_step_with_its_hint(pytester, reference, tmp_path, variant: Variant):
+    cluster, reference_root = reference
+    root = copy_root(reference_root, tmp_path / "root")
+    variant.change(root)
+    failures = failing(grade(pytester, root, cluster, *variant.grader_args))
+    assert set(failures) == {variant.failing_step}, failures
+    message = failures[variant.failing_step]
+    for fragment in variant.says:
+        assert fragment in message, message
+    assert "Traceback" not in message and "Error" not in message.split(":")[0]
+
+
+@pytest.mark.parametrize("variant", FORMS, ids=lambda v: v.name)
+def test_form_variant_passes(pytester, reference, tmp_path, variant: Variant):
+    cluster, reference_root = reference
+    root = copy_root(reference_root, tmp_path / "root")
+    variant.change(root)
+    steps = grade(pytester, root, cluster)
+    assert failing(steps) == {}
+    if variant.note:
+        notes = [note for step in steps.values() for note in step.metadata.get("notes", [])]
+        assert any(variant.note in note for note in notes), notes
+
+
+def test_start_state_fails_every_step_then_cluster_mistakes_fail_their_steps(pytester, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    with KwokCluster.for_lab("gpuop", name="tests-mistakes") as cluster:
+        start = grade(pytester, root, cluster)
+        assert set(failing(start)) == ALL_STEPS
+        for number, step in start.items():
+            assert step.metadata.get("internal_error") is False, (number, step.metadata)
+            assert step.message and "Traceback" not in step.message, (number, step.message)
+
+        # Steps 1-5 and 7 done right; step 6 with a plain patch (the status subresource ignores
+        # it) and step 8 with the new spec pushed before the Pods were Ready (common mistake 3).
+        solve(cluster, root, 1, 2, 3, 4, 5)
+        cluster.kubectl("patch", "node", "lab-node-0", "--type=merge", "-p", '{"status":{"capacity":{"nvidia.com/gpu":"4"},"allocatable":{"nvidia.com/gpu":"4"}}}')
+        (root / "out/node-gpu.txt").write_text("NAME GPU\nlab-node-0 4\nlab-node-1 <none>\nlab-node-2 <none>\n")
+        solve(cluster, root, 7)
+        cluster.kubectl("apply", "-f", "-", input=toolkit_ds("v1.16.2", "128Mi"))
+        cluster.kubectl("apply", "-f", "-", input=toolkit_ds("v1.17.0", "64Gi"))
+        (root / "k8s/toolkit-ds.yaml").write_text(toolkit_ds("v1.17.0", "64Gi"))
+        (root / "out/rollout.txt").write_text("DESIRED=3\nUPDATED=3\nREADY=0\nOLD_IMAGE_PODS=0\nMAX_UNAVAILABLE=1\nBLOCKER=insufficient-memory\n")
+        cluster.kubectl("wait", "pods", "-n", "gpu-operator", "-l", "app=nvidia-container-toolkit", "--for=condition=PodScheduled=False", "--timeout=60s")
+
+        failures = failing(grade(pytester, root, cluster))
+        assert set(failures) == {6, 8}, failures
+        assert "--subresource=status" in failures[6]
+        assert "Common mistake 3" in failures[8]
+
+
+def toolkit_ds(tag: str, memory: str) -> str:
+    return f"""
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: nvidia-container-toolkit, namespace: gpu-operator}}
+spec:
+  selector: {{matchLabels: {{app: nvidia-container-toolkit}}}}
+  updateStrategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1}}}}
+  template:
+    metadata: {{labels: {{app: nvidia-container-toolkit}}}}
+    spec:
+      containers:
+      - name: toolkit
+        image: nvcr.io/nvidia/k8s/container-toolkit:{tag}
+        resources: {{requests: {{memory: {memory}}}}}
+"""

@@ -1,0 +1,109 @@
+"""The plugin's options, markers and reporting, through pytester (no cluster needed)."""
+
+import json
+
+import pytest
+
+GRADER = """
+import pytest
+from pytest_gpulab.feedback import fail
+
+pytestmark = pytest.mark.step(3, "A wrong answer", points=7)
+
+def test_wrong(feedback):
+    feedback.note("a note for the learner")
+    fail("MAIN_RUNTIMES should be runc, found 'nvidia'.", hint="Read the file.", detail={"found": "nvidia"})
+
+@pytest.mark.step(4, "A grader bug", points=2)
+def test_bug():
+    raise KeyError("oops")
+
+@pytest.mark.step(5, "Fine", points=1)
+def test_fine():
+    pass
+"""
+
+
+def test_unknown_lab_is_a_usage_error_listing_the_labs(pytester):
+    result = pytester.runpytest_subprocess("--lab", "nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown lab 'nope'; the labs with graders are: gpuop*"])
+
+
+def test_help_lists_the_options_without_touching_a_cluster(pytester, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    result = pytester.runpytest_subprocess("--help")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*--lab=*", "*--lab-root=*", "*--kubeconfig=*", "*--lab-cluster=*", "*--script-timeout=*"])
+
+
+def test_lab_collects_its_graders_from_any_directory(pytester):
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "--collect-only", "-q")
+    result.stdout.fnmatch_lines([f"*test_step{n}_*" for n in range(1, 9)] + ["8 tests collected*"])
+
+
+@pytest.mark.parametrize(
+    ("ini", "env", "option", "expected"),
+    [
+        ("/from/ini", None, None, "/from/ini"),
+        ("/from/ini", "/from/env", None, "/from/env"),
+        ("/from/ini", "/from/env", "/from/option", "/from/option"),
+        (None, None, None, "/root/gpuop"),
+    ],
+)
+def test_lab_root_precedence_ini_env_option(pytester, monkeypatch, ini, env, option, expected):
+    if ini:
+        pytester.makeini(f"[pytest]\ngpulab_lab_root = {ini}\n")
+    if env:
+        monkeypatch.setenv("GPULAB_LAB_ROOT", env)
+    else:
+        monkeypatch.delenv("GPULAB_LAB_ROOT", raising=False)
+    pytester.makepyfile(test_root=f"def test_root(lab_root):\n    assert str(lab_root) == {expected!r}\n")
+    args = ["--lab", "gpuop", "test_root.py"] + (["--lab-root", option] if option else [])
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+
+
+def test_bad_script_timeout_is_a_usage_error(pytester):
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "--script-timeout", "soon", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*script timeout must be a positive number of seconds*'soon'*"])
+
+
+def test_invalid_step_marker_names_the_test_and_the_signature(pytester):
+    pytester.makepyfile(test_bad='import pytest\n\n@pytest.mark.step("one", "t")\ndef test_x():\n    pass\n')
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_bad.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_bad.py::test_x: invalid step marker: the step number must be a positive integer*step(number, title, points=1)*"])
+
+
+def test_wrong_answer_is_a_sentence_and_the_report_carries_the_step(pytester):
+    pytester.makepyfile(test_grader=GRADER)
+    report_path = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_grader.py", "--json-report", f"--json-report-file={report_path}")
+    result.assert_outcomes(passed=1, failed=2)
+    output = result.stdout.str()
+    assert "MAIN_RUNTIMES should be runc, found 'nvidia'. Hint: Read the file." in output
+    wrong_section = output.split("test_wrong")[1].split("test_bug")[0]
+    assert "Traceback" not in wrong_section and "raise StepFailed" not in wrong_section and "def test_wrong" not in wrong_section
+    assert "KeyError" in output  # a grader bug keeps its traceback for the author
+    result.stdout.fnmatch_lines(["*step 3: FAIL  A wrong answer (0/7)*", "*step 5: PASS  Fine (1/1)*", "*total: 1/10 points*"])
+
+    report = json.loads(report_path.read_text())
+    tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
+    wrong = tests["test_wrong"]["metadata"]
+    assert wrong == {
+        "lab": "gpuop", "step": 3, "title": "A wrong answer", "points": 7, "notes": ["a note for the learner"],
+        "feedback": "MAIN_RUNTIMES should be runc, found 'nvidia'.", "hint": "Read the file.",
+        "detail": {"found": "nvidia"}, "internal_error": False,
+    }
+    assert tests["test_wrong"]["call"]["longrepr"] == "MAIN_RUNTIMES should be runc, found 'nvidia'. Hint: Read the file."
+    assert tests["test_bug"]["metadata"]["internal_error"] is True
+    assert tests["test_fine"]["metadata"] == {"lab": "gpuop", "step": 5, "title": "Fine", "points": 1}
+    assert report["gpulab"]["earned"] == 1 and report["gpulab"]["possible"] == 10
+
+
+def test_unreachable_cluster_fails_live_steps_with_a_message(pytester):
+    pytester.makepyfile(test_live='import pytest\n\n@pytest.mark.step(6, "Live")\ndef test_live(live):\n    pass\n')
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_live.py", "--kubeconfig", str(pytester.path / "missing"))
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*Could not reach the lab cluster: the kubeconfig*could not be loaded*gpulab up gpuop*"])
