@@ -173,16 +173,23 @@ class KwokCluster:
         return f"kwokctl could not create the lab cluster:\n{output}\n{logs}".rstrip()
 
     def _cleanup_after_failure(self) -> None:
-        self._kwokctl_delete()
+        self._kwokctl_delete(check=False)
         self._remove_workdir()
 
-    def _kwokctl_delete(self) -> None:
+    def _kwokctl_delete(self, *, check: bool) -> None:
         if self.workdir is None or not self.cluster_dir.exists():
             return
-        subprocess.run(
-            [str(self.bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name, "--kubeconfig", ""],
-            env=self.environment(), stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+        # kwokctl refuses an empty --kubeconfig here; a path of our own keeps ~/.kube/config untouched.
+        result = subprocess.run(
+            [str(self.bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name,
+             "--kubeconfig", str(self.workdir / "unused-kubeconfig.yaml")],
+            env=self.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
         )
+        if check and result.returncode != 0:
+            raise KwokClusterError(
+                f"kwokctl could not delete the cluster {self.name} (its processes may still run; "
+                f"see {self.cluster_dir}):\n{(result.stdout + result.stderr)[-2000:]}"
+            )
 
     def _remove_workdir(self) -> None:
         if self._owns_workdir and self.workdir is not None:
@@ -191,7 +198,7 @@ class KwokCluster:
 
     def stop(self) -> None:
         """Stop every component and delete the cluster's state."""
-        self._kwokctl_delete()
+        self._kwokctl_delete(check=True)
         self._remove_workdir()
 
     def __enter__(self) -> "KwokCluster":

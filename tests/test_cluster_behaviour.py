@@ -1,6 +1,7 @@
 """The cluster behaviours the labs rely on, reproduced on a real kwok lab cluster."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -194,8 +195,22 @@ def test_missing_binaries_say_what_to_run(tmp_path):
         KwokCluster.for_lab("gpuop", bin_dir=tmp_path).start()
 
 
-def test_cluster_deletes_itself(tmp_path):
-    cluster = KwokCluster.for_lab("gpuop", name="tests-cleanup", workdir=tmp_path / "kwok")
-    with cluster:
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in command:
+            found.append(command)
+    return found
+
+
+def test_cluster_stops_its_processes_and_deletes_its_state(tmp_path):
+    workdir = tmp_path / "kwok"
+    with KwokCluster.for_lab("gpuop", name="tests-cleanup", workdir=workdir) as cluster:
         assert cluster.kubeconfig.exists()
-    assert not (tmp_path / "kwok" / "clusters" / "tests-cleanup").exists()
+        assert processes_mentioning(str(workdir))
+    assert not (workdir / "clusters" / "tests-cleanup").exists()
+    assert wait_until(lambda: not processes_mentioning(str(workdir)), 10), processes_mentioning(str(workdir))
