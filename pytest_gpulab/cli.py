@@ -74,7 +74,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return solved.returncode
         command = [
             sys.executable, "-m", "pytest", "--lab", args.lab, "--lab-root", root,
-            "--kubeconfig", str(cluster.kubeconfig), "-p", "no:cacheprovider", "-rA", *args.pytest_args,
+            "--kubeconfig", str(cluster.kubeconfig), "-p", "no:cacheprovider", *args.pytest_args,
         ]
         print("$ " + " ".join(command), flush=True)
         return subprocess.run(command, env=cluster.environment(), cwd=root, stdin=subprocess.DEVNULL).returncode

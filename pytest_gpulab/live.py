@@ -42,11 +42,14 @@ class LiveCluster:
         return cls(k8s_client.ApiClient(configuration), kubeconfig or "~/.kube/config")
 
     def _request(self, path: str, query: dict[str, str] | None = None) -> Any:
-        response = self.api_client.call_api(
-            path, "GET", query_params=list((query or {}).items()),
+        method, url, headers, _, _ = self.api_client.param_serialize(
+            "GET", path, query_params=list((query or {}).items()),
             header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-            _preload_content=False, _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT,
         )
+        response = self.api_client.call_api(method, url, header_params=headers, _request_timeout=REQUEST_TIMEOUT)
+        response.read()
+        if response.status >= 400:
+            raise ApiException(status=response.status, reason=response.reason)
         return json.loads(response.data)
 
     def probe(self) -> str:
