@@ -147,6 +147,7 @@ class KwokCluster:
             self._cleanup_after_failure()
             raise KwokClusterError(self._explain_start_failure(output, logs))
         try:
+            self._wait_for_apiserver(self.ready_timeout)
             self.create_nodes(self.nodes)
             self.wait_until_ready(self.ready_timeout)
         except BaseException:
@@ -227,6 +228,14 @@ class KwokCluster:
         if nodes:
             manifest = {"apiVersion": "v1", "kind": "List", "items": [node.manifest() for node in nodes]}
             self.kubectl("create", "-f", "-", input=json.dumps(manifest))
+
+    def _wait_for_apiserver(self, timeout: float) -> None:
+        """kwokctl may return before the API server takes requests; wait for /readyz."""
+        if not wait_until(lambda: self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0, timeout, interval=0.25):
+            raise KwokClusterError(
+                f"the lab cluster's API server did not answer /readyz within {timeout:.0f}s; "
+                f"its logs are in {self.cluster_dir / 'logs'}"
+            )
 
     def _ready(self) -> bool:
         wanted = {node.name for node in self.nodes}

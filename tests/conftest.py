@@ -4,7 +4,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from pytest_gpulab import toolchain
 from pytest_gpulab.kwok import KwokCluster
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pinned_binaries() -> Iterator[None]:
+    """Name the binaries' directory explicitly: pytester moves HOME, and the cache lives under it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GPULAB_BIN_DIR", str(toolchain.bin_dir()))
+        yield
 
 
 @pytest.fixture(scope="session")
