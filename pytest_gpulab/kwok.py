@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -50,6 +51,15 @@ def wait_until(condition: Callable[[], Any], timeout: float, interval: float = 0
         if time.monotonic() >= deadline:
             return None
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
 
 
 class KwokCluster:
@@ -114,6 +124,11 @@ class KwokCluster:
                 f"missing lab cluster binaries in {self.bin_dir}: {', '.join(missing)}. "
                 "Build them with `gpulab build` (or scripts/setup)."
             )
+        if self.apiserver_port and not _port_is_free(self.apiserver_port):
+            raise KwokClusterError(
+                f"port {self.apiserver_port} is already in use, so the lab cluster's API server cannot listen "
+                "on it. Stop what uses it (another lab cluster: `gpulab down LAB`) or choose another port."
+            )
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="gpulab-kwok-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -142,16 +157,15 @@ class KwokCluster:
                 "the machine may be overloaded. Try again, or raise start_timeout."
             ) from None
         if result.returncode != 0:
-            output = (result.stdout + result.stderr)[-3000:]
-            logs = self._component_logs()
+            message = self._explain_start_failure("kwokctl create cluster failed", (result.stdout + result.stderr)[-3000:])
             self._cleanup_after_failure()
-            raise KwokClusterError(self._explain_start_failure(output, logs))
+            raise KwokClusterError(message)
         try:
             self._wait_for_apiserver(self.ready_timeout)
             self.create_nodes(self.nodes)
             self.wait_until_ready(self.ready_timeout)
         except BaseException:
-            self.stop()
+            self._cleanup_after_failure()
             raise
         self.startup_seconds = time.monotonic() - started
         return self
@@ -164,14 +178,16 @@ class KwokCluster:
             f"--- {log.name}\n{log.read_text(errors='replace')[-1500:]}" for log in sorted(logs_dir.glob("*.log"))
         )
 
-    def _explain_start_failure(self, output: str, logs: str) -> str:
-        if "address already in use" in (output + logs):
-            port = f" {self.apiserver_port}" if self.apiserver_port else ""
+    def _explain_start_failure(self, what: str, output: str = "") -> str:
+        """A start failure in words: the likely cause first, then kwokctl's output and the logs' tails."""
+        logs = self._component_logs()
+        if "address already in use" in output + logs:
+            port = f" ({self.apiserver_port})" if self.apiserver_port else ""
             return (
-                f"the lab cluster could not start: a port{port} it needs is already in use. "
-                "Stop the other cluster (`gpulab down LAB`) or choose another port.\n" + output
+                f"the lab cluster could not start: a port it needs{port} is already in use. "
+                "Stop the other lab cluster (`gpulab down LAB`) or choose another port."
             )
-        return f"kwokctl could not create the lab cluster:\n{output}\n{logs}".rstrip()
+        return f"the lab cluster could not start: {what}.\n{output}\n{logs}".rstrip()
 
     def _cleanup_after_failure(self) -> None:
         self._kwokctl_delete(check=False)
@@ -212,11 +228,14 @@ class KwokCluster:
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run the pinned kubectl against this cluster."""
-        result = subprocess.run(
-            [str(self.bin_dir / "kubectl"), *args], env=self.environment(), input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=timeout,
-        )
+        try:
+            result = subprocess.run(
+                [str(self.bin_dir / "kubectl"), *args], env=self.environment(), input=input,
+                stdin=None if input is not None else subprocess.DEVNULL,
+                capture_output=True, text=True, timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise KwokClusterError(f"kubectl {' '.join(args)} did not finish within {timeout:.0f}s") from None
         if check and result.returncode != 0:
             raise KwokClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
         return result
@@ -229,13 +248,16 @@ class KwokCluster:
             manifest = {"apiVersion": "v1", "kind": "List", "items": [node.manifest() for node in nodes]}
             self.kubectl("create", "-f", "-", input=json.dumps(manifest))
 
+    def _answers_readyz(self) -> bool:
+        try:
+            return self.kubectl("get", "--raw", "/readyz", "--request-timeout=5s", check=False, timeout=10).returncode == 0
+        except KwokClusterError:
+            return False
+
     def _wait_for_apiserver(self, timeout: float) -> None:
         """kwokctl may return before the API server takes requests; wait for /readyz."""
-        if not wait_until(lambda: self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0, timeout, interval=0.25):
-            raise KwokClusterError(
-                f"the lab cluster's API server did not answer /readyz within {timeout:.0f}s; "
-                f"its logs are in {self.cluster_dir / 'logs'}"
-            )
+        if not wait_until(self._answers_readyz, timeout, interval=0.25):
+            raise KwokClusterError(self._explain_start_failure(f"the API server did not answer /readyz within {timeout:.0f}s"))
 
     def _ready(self) -> bool:
         wanted = {node.name for node in self.nodes}
@@ -254,7 +276,7 @@ class KwokCluster:
     def wait_until_ready(self, timeout: float) -> None:
         """Wait until every lab node is Ready and the ``default`` ServiceAccount exists."""
         if not wait_until(self._ready, timeout, interval=0.25):
-            raise KwokClusterError(
-                f"the lab cluster did not become ready within {timeout:.0f}s (nodes Ready, default "
-                f"ServiceAccount); its logs are in {self.cluster_dir / 'logs'}"
-            )
+            nodes = ", ".join(node.name for node in self.nodes) or "no nodes"
+            raise KwokClusterError(self._explain_start_failure(
+                f"it did not become ready within {timeout:.0f}s (nodes Ready: {nodes}; default ServiceAccount)"
+            ))

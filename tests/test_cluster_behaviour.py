@@ -1,11 +1,8 @@
 """The cluster behaviours the labs rely on, reproduced on a real kwok lab cluster."""
 
 import json
-from pathlib import Path
 
-import pytest
-
-from pytest_gpulab.kwok import KwokCluster, KwokClusterError, wait_until
+from pytest_gpulab.kwok import KwokCluster, wait_until
 from pytest_gpulab.labs import NodeSpec
 
 
@@ -188,29 +185,3 @@ def test_runtimeclass_with_unknown_handler_is_accepted_and_scheduled(gpuop_clust
     condition = wait_for_condition(gpuop_cluster, "behaviour-typo", "probe-typo", "True")
     assert condition["status"] == "True"
     assert gpuop_cluster.get_json("pod", "probe-typo", "-n", "behaviour-typo")["spec"]["nodeName"].startswith("lab-node-")
-
-
-def test_missing_binaries_say_what_to_run(tmp_path):
-    with pytest.raises(KwokClusterError, match=r"missing lab cluster binaries in .*kwokctl.*gpulab build"):
-        KwokCluster.for_lab("gpuop", bin_dir=tmp_path).start()
-
-
-def processes_mentioning(text: str) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in command:
-            found.append(command)
-    return found
-
-
-def test_cluster_stops_its_processes_and_deletes_its_state(tmp_path):
-    workdir = tmp_path / "kwok"
-    with KwokCluster.for_lab("gpuop", name="tests-cleanup", workdir=workdir) as cluster:
-        assert cluster.kubeconfig.exists()
-        assert processes_mentioning(str(workdir))
-    assert not (workdir / "clusters" / "tests-cleanup").exists()
-    assert wait_until(lambda: not processes_mentioning(str(workdir)), 10), processes_mentioning(str(workdir))

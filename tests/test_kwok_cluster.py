@@ -1,0 +1,59 @@
+"""KwokCluster itself: start, stop, and failures that say what to do."""
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from pytest_gpulab.kwok import KwokCluster, KwokClusterError, wait_until
+
+
+def test_missing_binaries_say_what_to_run(tmp_path):
+    with pytest.raises(KwokClusterError, match=r"missing lab cluster binaries in .*kwokctl.*gpulab build"):
+        KwokCluster.for_lab("gpuop", bin_dir=tmp_path).start()
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in command:
+            found.append(command)
+    return found
+
+
+def test_cluster_stops_its_processes_and_deletes_its_state(tmp_path):
+    workdir = tmp_path / "kwok"
+    with KwokCluster.for_lab("gpuop", name="tests-cleanup", workdir=workdir) as cluster:
+        assert cluster.kubeconfig.exists()
+        assert processes_mentioning(str(workdir))
+    assert not (workdir / "clusters" / "tests-cleanup").exists()
+    assert wait_until(lambda: not processes_mentioning(str(workdir)), 10), processes_mentioning(str(workdir))
+
+
+def test_port_clash_names_the_port_and_what_to_run(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(KwokClusterError, match=rf"port {port} is already in use.*gpulab down"):
+            KwokCluster.for_lab("gpuop", name="tests-clash", apiserver_port=port, workdir=tmp_path / "kwok").start()
+    assert not processes_mentioning(str(tmp_path / "kwok"))
+
+
+class NodesNeverRegister(KwokCluster):
+    """A cluster whose nodes never appear, as when the kwok controller cannot keep up."""
+
+    def create_nodes(self, nodes):
+        pass
+
+
+def test_start_that_times_out_says_so_and_leaves_nothing_running(tmp_path):
+    workdir = tmp_path / "kwok"
+    cluster = NodesNeverRegister("tests-timeout", KwokCluster.for_lab("gpuop").nodes, workdir=workdir, ready_timeout=2)
+    with pytest.raises(KwokClusterError, match=r"did not become ready within 2s \\(nodes Ready: lab-node-0, lab-node-1, lab-node-2"):
+        cluster.start()
+    assert wait_until(lambda: not processes_mentioning(str(workdir)), 10), processes_mentioning(str(workdir))
