@@ -11,6 +11,7 @@ Usable without pytest: ``python -m pytest_gpulab.toolchain`` (or
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -136,10 +137,9 @@ def _ldflags(folder: str, versions: Versions) -> str:
 def go_environment() -> dict[str, str]:
     """The caller's environment with the settings every build here needs."""
     env = dict(os.environ)
-    env.update(GOTOOLCHAIN="local", CGO_ENABLED="0")
-    # go.sum pins every checksum, so the checksum database (not reachable
-    # from every machine) has nothing to add; never fall back to it.
-    env["GONOSUMDB"] = "*"
+    # go.sum pins every checksum and -mod=readonly refuses to add one, so the
+    # checksum database (not reachable from every machine) is never needed.
+    env.update(GOTOOLCHAIN="local", CGO_ENABLED="0", GOSUMDB="off")
     env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly").strip()
     return env
 
@@ -197,16 +197,22 @@ def build(say: Callable[[str], None] = lambda message: print(message, flush=True
     if not missing:
         say(f"lab cluster binaries are cached in {out_dir}")
         return out_dir
-    say(f"building {versions.label} into {out_dir} (a cold build takes a while)")
-    started = time.monotonic()
-    for folder, binaries in COMPONENTS.items():
-        if missing & set(binaries):
-            _build_component(folder, out_dir, versions, say)
-    say(f"all binaries built in {time.monotonic() - started:.0f}s")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_dir.parent / ".build.lock", "w") as lock:
+        # Two setups at once (two checkouts, a CI run) would race on the same cache.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        missing = set(missing_binaries(out_dir))
+        if missing:
+            say(f"building {versions.label} into {out_dir} (a cold build takes a while)")
+            started = time.monotonic()
+            for folder, binaries in COMPONENTS.items():
+                if missing & set(binaries):
+                    _build_component(folder, out_dir, versions, say)
+            say(f"all binaries built in {time.monotonic() - started:.0f}s")
     return out_dir
 
 
-def main(argv: list[str] | None = None) -> int:
+def main() -> int:
     try:
         print(build())
     except ToolchainError as error:

@@ -128,6 +128,16 @@ TRAPS = [
     ),
     Variant("vram-divided", sub("out/slots.txt", r"^VRAM_GUARANTEED_PER_SLOT_GIB=.*$", "VRAM_GUARANTEED_PER_SLOT_GIB=8"), 7, ("divides time, not memory",)),
     Variant("isolation-yes", sub("out/slots.txt", r"^ISOLATION=.*$", "ISOLATION=full"), 7, ("ISOLATION should be none",)),
+    # Bad input: a clear failure of that step, never a crash of the run
+    Variant("main-broken-toml", replace(MAIN, "version = 2", "version = = 2"), 1, ("not valid TOML",)),
+    Variant("merge-garbage-bytes", lambda root: (root / "out/merge.txt").write_bytes(b"\xff\xfe\x00garbage\x9c"), 3, ("not UTF-8",)),
+    Variant("pod-broken-yaml", write("k8s/gpu-pod.yaml", "kind: Pod\nmetadata: {name: cuda-probe\n"), 5, ("not valid YAML",)),
+    Variant("slots-is-a-directory", lambda root: ((root / "out/slots.txt").unlink(), (root / "out/slots.txt").mkdir()), 7, ("not a regular file",)),
+    Variant(
+        "check-floods",
+        write("bin/check-runtime.sh", "#!/bin/sh\ncontainerd config dump\nyes\n", 0o755),
+        4, ("printed more than",),
+    ),
     # Step 8
     Variant("rollout-ready-expected", sub("out/rollout.txt", r"^READY=.*$", "READY=3"), 8, ("READY should be 2",)),
     Variant("rollout-blocker", sub("out/rollout.txt", r"^BLOCKER=.*$", "BLOCKER=image-pull"), 8, ("insufficient-memory",)),
