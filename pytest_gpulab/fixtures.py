@@ -67,6 +67,8 @@ class LabClusterConnection:
 @pytest.fixture(scope="session")
 def lab_cluster(gpulab_settings: RunSettings, lab: Lab) -> Iterator[LabClusterConnection]:
     """The learner's running cluster, or a fresh one with ``--lab-cluster=ephemeral``."""
+    cluster = None
+    kubeconfig = gpulab_settings.kubeconfig
     if gpulab_settings.lab_cluster == "ephemeral":
         cluster = KwokCluster.for_lab(lab.name)
         try:
@@ -74,15 +76,15 @@ def lab_cluster(gpulab_settings: RunSettings, lab: Lab) -> Iterator[LabClusterCo
         except KwokClusterError as error:
             yield LabClusterConnection(None, error=f"the ephemeral lab cluster could not start: {error}")
             return
-        try:
-            yield _connect(str(cluster.kubeconfig))
-        finally:
+        kubeconfig = str(cluster.kubeconfig)
+    connection = _connect(kubeconfig)
+    try:
+        yield connection
+    finally:
+        if connection.live is not None:
+            connection.live.close()
+        if cluster is not None:
             cluster.stop()
-        return
-    connection = _connect(gpulab_settings.kubeconfig)
-    yield connection
-    if connection.live is not None:
-        connection.live.close()
 
 
 def _connect(kubeconfig: str | None) -> LabClusterConnection:
@@ -136,13 +138,18 @@ class LearnerScripts:
 
 
 @pytest.fixture
-def learner_script(tmp_path: Path, fake_containerd: FakeContainerd, gpulab_settings: RunSettings) -> LearnerScripts:
-    """``learner_script.run(path, *args, dump="v2-runc-nvidia")`` with the fake containerd first on PATH."""
+def learner_script(
+    tmp_path: Path, fake_containerd: FakeContainerd, gpulab_settings: RunSettings, lab_cluster: LabClusterConnection
+) -> LearnerScripts:
+    """``learner_script.run(path, *args, dump="v2-runc-nvidia")`` with the fake containerd first on PATH.
+
+    Scripts get the lab cluster's kubeconfig and the pinned kubectl, to read the cluster.
+    """
     return LearnerScripts(
         scratch=tmp_path / "scratch",
         fake_containerd=fake_containerd,
         timeout=gpulab_settings.script_timeout,
-        kubeconfig=gpulab_settings.kubeconfig,
+        kubeconfig=lab_cluster.kubeconfig,
         tools_dir=toolchain.bin_dir(),
     )
 
