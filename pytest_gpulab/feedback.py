@@ -43,4 +43,15 @@ def expect_equal(found: Any, expected: Any, what: str, *, hint: str | None = Non
     """Fail with "<what> should be <expected>, found <found>." unless they are equal."""
     __tracebackhide__ = True
     if found != expected:
-        raise StepFailed(f"{what} should be {expected!r}, found {found!r}.", hint=hint, detail=detail)
+        raise StepFailed(f"{what} should be {shown(expected)}, found {shown(found)}.", hint=hint, detail=detail)
+
+
+def shown(value: Any) -> str:
+    """A value as the learner wrote it: true/false, "text" in quotes, nothing for a missing one."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)

@@ -170,15 +170,15 @@ def parse_table(text: str) -> list[list[str]]:
     return rows
 
 
-def read_amount_table(path: Path, display: str | None = None) -> dict[str, int | None]:
+def read_amount_table(path: Path, display: str | None = None) -> dict[str, int | str]:
     """A two-column NAME/AMOUNT table as {name: amount}; a header row is skipped.
 
     A missing amount (``<none>``, ``0``, ``-`` or empty) reads as 0; a cell that is not a
-    whole number reads as None so the grader can say what it found.
+    whole number stays text, so the grader can say what it found.
     """
     __tracebackhide__ = True
     display = display or str(path)
-    amounts: dict[str, int | None] = {}
+    amounts: dict[str, int | str] = {}
     for index, row in enumerate(parse_table(read_text(path, display))):
         name = row[0]
         amount = row[1] if len(row) > 1 else ""
@@ -190,7 +190,7 @@ def read_amount_table(path: Path, display: str | None = None) -> dict[str, int |
         elif re.fullmatch(r"\d+", lowered):
             amounts[name] = int(lowered)
         else:
-            amounts[name] = None
+            amounts[name] = amount
     return amounts
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_gpulab.containerd_toml import CRI_V2, cri_containerd, glob_matches, imports_of
-from pytest_gpulab.feedback import StepFailed, expect, fail
+from pytest_gpulab.feedback import StepFailed, expect, fail, shown
 from pytest_gpulab.parsing import dig, load_toml
 
 pytestmark = pytest.mark.step(2, "nvidia runtime drop-in", points=10)
@@ -27,18 +27,18 @@ def test_nvidia_dropin(lab_root):
     nvidia = dig(cri_containerd(dropin, display), "runtimes", "nvidia")
     expect(isinstance(nvidia, dict), f"{display} has no {NVIDIA_TABLE} table.", detail=dropin)
     runtime_type = nvidia.get("runtime_type")
-    expect(runtime_type == "io.containerd.runc.v2", f'{display}: runtime_type should be "io.containerd.runc.v2", found {runtime_type!r}.', detail=dropin)
+    expect(runtime_type == "io.containerd.runc.v2", f'{display}: runtime_type should be "io.containerd.runc.v2", found {shown(runtime_type)}.', detail=dropin)
     binary = dig(nvidia, "options", "BinaryName")
     expect(
         binary == "/usr/bin/nvidia-container-runtime",
-        f'{display}: options.BinaryName should be "/usr/bin/nvidia-container-runtime", found {binary!r}.',
+        f'{display}: options.BinaryName should be "/usr/bin/nvidia-container-runtime", found {shown(binary)}.',
         hint="The BinaryName is what makes this runtime a GPU runtime: the wrapper injects the devices before the container starts." if binary is None else None,
         detail=dropin,
     )
     systemd = dig(nvidia, "options", "SystemdCgroup")
     if isinstance(systemd, str):
-        fail(f"{display}: SystemdCgroup is the string {systemd!r}, not a boolean.", hint="Write SystemdCgroup = true without quotes.", detail=dropin)
-    expect(systemd is True, f"{display}: options.SystemdCgroup of the nvidia runtime should be true, found {systemd!r}.", detail=dropin)
+        fail(f"{display}: SystemdCgroup is the string {shown(systemd)}, not a boolean.", hint="Write SystemdCgroup = true without quotes.", detail=dropin)
+    expect(systemd is True, f"{display}: options.SystemdCgroup of the nvidia runtime should be true, found {shown(systemd)}.", detail=dropin)
 
     main = _main_config(lab_root)
     if main is None:
@@ -55,6 +55,6 @@ def test_nvidia_dropin(lab_root):
     matched = [glob for glob in globs if dropin_path.resolve() in {p.resolve() for p in glob_matches(glob, config_dir)}]
     expect(
         matched,
-        f"The main file's imports {globs!r} do not match {display}, so containerd would never read this drop-in.",
+        f"The main file's imports {shown(globs)} do not match {display}, so containerd would never read this drop-in.",
         detail={"imports": globs},
     )

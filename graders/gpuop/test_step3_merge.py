@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_gpulab.containerd_toml import CRI_V2, RUNTIMES_TABLE_V2, defined_runtimes, parse_key_path
-from pytest_gpulab.feedback import StepFailed, expect, fail
+from pytest_gpulab.feedback import StepFailed, expect, fail, shown
 from pytest_gpulab.parsing import load_toml, parse_yes_no, read_key_values, split_list
 
 pytestmark = pytest.mark.step(3, "Merge judgement", points=10)
@@ -34,27 +34,27 @@ def test_merge_judgement(lab_root):
     detail = {"written": values, "computed": {"MAIN_RUNTIMES": sorted(main), "DROPIN_RUNTIMES": sorted(dropin)}}
 
     found_main = split_list(values["MAIN_RUNTIMES"])
-    expect(found_main == main, f"MAIN_RUNTIMES should be {','.join(sorted(main))} (what the main file defines), found {values['MAIN_RUNTIMES']!r}.", detail=detail)
+    expect(found_main == main, f"MAIN_RUNTIMES should be {','.join(sorted(main))} (what the main file defines), found {shown(values['MAIN_RUNTIMES'])}.", detail=detail)
     found_dropin = split_list(values["DROPIN_RUNTIMES"])
-    expect(found_dropin == dropin, f"DROPIN_RUNTIMES should be {','.join(sorted(dropin))} (what the drop-in defines), found {values['DROPIN_RUNTIMES']!r}.", detail=detail)
+    expect(found_dropin == dropin, f"DROPIN_RUNTIMES should be {','.join(sorted(dropin))} (what the drop-in defines), found {shown(values['DROPIN_RUNTIMES'])}.", detail=detail)
 
     conflict = parse_yes_no(values["CONFLICT"])
-    expect(conflict is not None, f"CONFLICT should be yes or no, found {values['CONFLICT']!r}.")
+    expect(conflict is not None, f"CONFLICT should be yes or no, found {shown(values['CONFLICT'])}.")
     expect(conflict is True, "CONFLICT should be yes: both files define the same runtimes table.", detail=detail)
 
     table = values["CONFLICT_TABLE"]
     path = parse_key_path(table)
     if path == tuple("plugins.io.containerd.grpc.v1.cri.containerd.runtimes".split(".")):
         fail(
-            f"CONFLICT_TABLE is {table!r}: without quotes that is a different table path.",
+            f"CONFLICT_TABLE is {shown(table)}: without quotes that is a different table path.",
             hint=f'Quote the plugin name as TOML does: {RUNTIMES_TABLE_V2}.',
         )
-    expect(path == CONFLICT_PATH, f"CONFLICT_TABLE should be {RUNTIMES_TABLE_V2}, found {table!r}.")
+    expect(path == CONFLICT_PATH, f"CONFLICT_TABLE should be {RUNTIMES_TABLE_V2}, found {shown(table)}.")
 
     loaded = split_list(values["LOADED_RUNTIMES"])
     if loaded >= {"runc", "nvidia"}:
         fail(
-            f"LOADED_RUNTIMES is {values['LOADED_RUNTIMES']!r}: that is what the files promise, not what was loaded.",
+            f"LOADED_RUNTIMES is {shown(values['LOADED_RUNTIMES'])}: that is what the files promise, not what was loaded.",
             hint="This line is observed, not computed: on the day of the accident containerd config dump showed only runc.",
         )
-    expect(loaded == {"runc"}, f"LOADED_RUNTIMES should be runc (observed with containerd config dump), found {values['LOADED_RUNTIMES']!r}.")
+    expect(loaded == {"runc"}, f"LOADED_RUNTIMES should be runc (observed with containerd config dump), found {shown(values['LOADED_RUNTIMES'])}.")

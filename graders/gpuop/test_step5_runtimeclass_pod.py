@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.feedback import expect, fail
+from pytest_gpulab.feedback import expect, fail, shown
 from pytest_gpulab.parsing import dig, find_object, first_lines, load_yaml_documents, read_text
 
 pytestmark = pytest.mark.step(5, "RuntimeClass, GPU Pod and the Unschedulable reason", points=15)
@@ -23,21 +23,21 @@ def gpu_limit(pod):
 def check_runtimeclass(runtimeclass, where):
     expect(runtimeclass is not None, f"{where}: no RuntimeClass named nvidia.")
     api_version = runtimeclass.get("apiVersion")
-    expect(api_version == "node.k8s.io/v1", f"{where}: the RuntimeClass apiVersion should be node.k8s.io/v1, found {api_version!r}.")
+    expect(api_version == "node.k8s.io/v1", f"{where}: the RuntimeClass apiVersion should be node.k8s.io/v1, found {shown(api_version)}.")
     handler = runtimeclass.get("handler")
     if handler is None and dig(runtimeclass, "spec", "handler") is not None:
         fail(f"{where}: handler is under spec.", hint="A RuntimeClass has no spec: handler is a top-level field, beside metadata.")
-    expect(handler == "nvidia", f"{where}: the RuntimeClass handler should be nvidia, found {handler!r}.", detail=runtimeclass)
+    expect(handler == "nvidia", f"{where}: the RuntimeClass handler should be nvidia, found {shown(handler)}.", detail=runtimeclass)
 
 
 def check_pod(pod, where):
     expect(pod is not None, f"{where}: no Pod named cuda-probe.")
     namespace = dig(pod, "metadata", "namespace")
-    expect(namespace == "gpu-lab", f"{where}: the Pod's namespace should be gpu-lab, found {namespace!r}.")
+    expect(namespace == "gpu-lab", f"{where}: the Pod's namespace should be gpu-lab, found {shown(namespace)}.")
     runtime_class = dig(pod, "spec", "runtimeClassName")
-    expect(runtime_class == "nvidia", f"{where}: spec.runtimeClassName should be nvidia, found {runtime_class!r}.", detail=pod)
+    expect(runtime_class == "nvidia", f"{where}: spec.runtimeClassName should be nvidia, found {shown(runtime_class)}.", detail=pod)
     limit = gpu_limit(pod)
-    expect(limit == "1", f"{where}: a container should have resources.limits nvidia.com/gpu: 1, found {limit!r}.", detail=pod)
+    expect(limit == "1", f"{where}: a container should have resources.limits nvidia.com/gpu: 1, found {shown(limit)}.", detail=pod)
 
 
 def test_runtimeclass_pod_and_reason(lab_root, live, feedback):
@@ -62,9 +62,9 @@ def test_runtimeclass_pod_and_reason(lab_root, live, feedback):
     lines = first_lines(read_text(lab_root / display, display), 2)
     expect(len(lines) == 2, f"{display} should have two lines (the PodScheduled reason, then its message), found {len(lines)}.")
     reason, message = lines
-    expect(reason.strip("\"'") == "Unschedulable", f"Line 1 of {display} should be the reason Unschedulable, found {reason!r}.")
+    expect(reason.strip("\"'") == "Unschedulable", f"Line 1 of {display} should be the reason Unschedulable, found {shown(reason)}.")
     expect(
         "Insufficient nvidia.com/gpu" in message and "0/3 nodes are available" in message,
-        f"Line 2 of {display} should be the scheduler's message (\"0/3 nodes are available: 3 Insufficient nvidia.com/gpu...\"), found {message!r}.",
+        f"Line 2 of {display} should be the scheduler's message (\"0/3 nodes are available: 3 Insufficient nvidia.com/gpu...\"), found {shown(message)}.",
         hint="Copy the message of the PodScheduled condition: kubectl get pod cuda-probe -n gpu-lab -o jsonpath='{.status.conditions}'.",
     )

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.feedback import expect, fail
+from pytest_gpulab.feedback import expect, fail, shown
 from pytest_gpulab.parsing import dig, read_amount_table
 
 pytestmark = pytest.mark.step(6, "GPU advertised through the node status", points=10)
@@ -26,7 +26,7 @@ def test_node_advertises_gpus(lab_root, live):
         )
     expect(
         capacity == "4" and allocatable == "4",
-        f'lab-node-0 should advertise nvidia.com/gpu "4" in both capacity and allocatable, found capacity {capacity!r}, allocatable {allocatable!r}.',
+        f'lab-node-0 should advertise nvidia.com/gpu "4" in both capacity and allocatable, found capacity {shown(capacity)}, allocatable {shown(allocatable)}.',
         hint="The scheduler looks at allocatable; fill in both." if capacity != allocatable else None,
         detail=node.get("status"),
     )
@@ -37,7 +37,7 @@ def test_node_advertises_gpus(lab_root, live):
     phase = dig(pod, "status", "phase")
     expect(
         node_name == "lab-node-0" and phase == "Running",
-        f"cuda-probe should be bound to lab-node-0 and Running, found node {node_name!r}, phase {phase!r}.",
+        f"cuda-probe should be bound to lab-node-0 and Running, found node {shown(node_name)}, phase {shown(phase)}.",
         detail=pod.get("status"),
     )
 
@@ -48,5 +48,5 @@ def test_node_advertises_gpus(lab_root, live):
     expect(not missing, f"{display} should list the three nodes with their GPU amounts; missing {', '.join(missing)}.", detail=table)
     for name, allowed in expected.items():
         amount = table[name]
-        shown = "none" if allowed == {0} else " or ".join(str(a) if a else "none" for a in sorted(allowed, reverse=True))
-        expect(amount in allowed, f"{display}: {name} should read {shown}, found {amount!r}.", detail=table)
+        allowed_text = " or ".join(str(a) if a else "none" for a in sorted(allowed, reverse=True))
+        expect(amount in allowed, f"{display}: {name} should read {allowed_text}, found {shown(amount)}.", detail=table)

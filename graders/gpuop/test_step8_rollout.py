@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from pytest_gpulab.feedback import expect, fail
+from pytest_gpulab.feedback import expect, fail, shown
 from pytest_gpulab.parsing import dig, read_key_values
 
 pytestmark = pytest.mark.step(8, "Stalled DaemonSet rollout", points=15)
@@ -57,11 +57,11 @@ def test_stalled_rollout(lab_root, live):
     ds = live.get(DS)
     expect(ds, "The DaemonSet gpu-operator/nvidia-container-toolkit is not in the cluster; apply k8s/toolkit-ds.yaml.")
     max_unavailable = dig(ds, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
-    expect(str(max_unavailable) == "1", f"updateStrategy.rollingUpdate.maxUnavailable should be 1, found {max_unavailable!r}.")
+    expect(str(max_unavailable) == "1", f"updateStrategy.rollingUpdate.maxUnavailable should be 1, found {shown(max_unavailable)}.")
     image = image_of(ds)
-    expect(image == NEW_IMAGE, f"The DaemonSet's image should now be {NEW_IMAGE}, found {image!r}.")
+    expect(image == NEW_IMAGE, f"The DaemonSet's image should now be {NEW_IMAGE}, found {shown(image)}.")
     memory = memory_request(ds)
-    expect(memory == "64Gi", f"The DaemonSet's memory request should now be 64Gi, found {memory!r}.")
+    expect(memory == "64Gi", f"The DaemonSet's memory request should now be 64Gi, found {shown(memory)}.")
 
     uid = dig(ds, "metadata", "uid")
     revisions = [
@@ -91,6 +91,6 @@ def test_stalled_rollout(lab_root, live):
     live_numbers = {"DESIRED": desired, "UPDATED": updated, "READY": ready, "OLD_IMAGE_PODS": len(old_pods), "MAX_UNAVAILABLE": 1}
     for key, number in live_numbers.items():
         written = values[key].strip()
-        expect(written == str(number), f"{REPORT}: {key} should be {number}, as the live DaemonSet shows; found {values[key]!r}.", detail=detail)
+        expect(written == str(number), f"{REPORT}: {key} should be {number}, as the live DaemonSet shows; found {shown(values[key])}.", detail=detail)
     blocker = re.sub(r"[\s_]+", "-", values["BLOCKER"].strip().lower())
-    expect(blocker == "insufficient-memory", f"{REPORT}: BLOCKER should be insufficient-memory, found {values['BLOCKER']!r}.")
+    expect(blocker == "insufficient-memory", f"{REPORT}: BLOCKER should be insufficient-memory, found {shown(values['BLOCKER'])}.")
