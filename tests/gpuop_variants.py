@@ -63,6 +63,8 @@ class Variant:
     grader_args: tuple[str, ...] = field(default=())
 
 
+CRUN_TABLE = '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun]\n  runtime_type = "io.containerd.runc.v2"\n'
+
 TRAPS = [
     # Step 1 (and the lab's common mistake 1)
     Variant("unquoted-table-name", replace(MAIN, CRI, "plugins.io.containerd.grpc.v1.cri"), 1, ("nested tables", "must quote")),
@@ -87,6 +89,11 @@ TRAPS = [
         3, ("different table path", 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes'),
     ),
     Variant("loaded-runtimes-computed", sub("out/merge.txt", r"^LOADED_RUNTIMES=.*$", "LOADED_RUNTIMES=runc,nvidia"), 3, ("observed, not computed",)),
+    Variant(
+        "merge-disagrees-with-the-files",
+        lambda root: (root / MAIN).write_text((root / MAIN).read_text() + CRUN_TABLE),
+        3, ("MAIN_RUNTIMES should be crun,runc (what the main file defines)",),
+    ),
     Variant("main-runtimes-wrong", sub("out/merge.txt", r"^MAIN_RUNTIMES=.*$", "MAIN_RUNTIMES=runc,nvidia"), 3, ("MAIN_RUNTIMES should be runc",)),
     # Step 4
     Variant(
@@ -150,6 +157,13 @@ sys.exit(0 if "containerd.runtimes.nvidia" in dump else 1)
 """
 
 FORMS = [
+    Variant(
+        "extra-runtime-judged-from-the-files",
+        combine(
+            lambda root: (root / MAIN).write_text((root / MAIN).read_text() + CRUN_TABLE),
+            sub("out/merge.txt", r"^MAIN_RUNTIMES=.*$", "MAIN_RUNTIMES=crun,runc"),
+        ),
+    ),
     Variant(
         "merge-loose-form",
         write("out/merge.txt", '\r\n main_runtimes = "runc"\r\nDropin_Runtimes=nvidia\r\n\r\nconflict=TRUE\r\n'

@@ -1,0 +1,102 @@
+"""Lenient on form, strict on meaning: the readers every grader uses."""
+
+import pytest
+
+from pytest_gpulab.containerd_toml import glob_matches, imports_of, parse_key_path
+from pytest_gpulab.feedback import StepFailed
+from pytest_gpulab.parsing import (
+    load_toml,
+    parse_key_values,
+    parse_quantity_number,
+    parse_yes_no,
+    read_amount_table,
+    read_text,
+    split_list,
+)
+
+
+def test_key_values_ignore_case_whitespace_quotes_crlf_and_comments():
+    text = '\r\n# judged\r\n main_runtimes = "runc"\r\nexport Conflict=yes\r\nTABLE=a=b\r\nEMPTY=\r\n'
+    assert parse_key_values(text) == {"MAIN_RUNTIMES": "runc", "CONFLICT": "yes", "TABLE": "a=b", "EMPTY": ""}
+
+
+@pytest.mark.parametrize("written", ["runc,nvidia", "nvidia, runc", "runc nvidia", "[runc, nvidia]", " nvidia ,runc "])
+def test_lists_are_order_insensitive_with_commas_or_spaces(written):
+    assert split_list(written) == {"runc", "nvidia"}
+
+
+@pytest.mark.parametrize(("written", "meaning"), [("yes", True), ("TRUE", True), ("no", False), ("False", False), ("maybe", None)])
+def test_yes_no(written, meaning):
+    assert parse_yes_no(written) is meaning
+
+
+@pytest.mark.parametrize(("written", "number"), [("40", 40), ("40GiB", 40), ("40 GiB", 40), ("40Gi", 40), ("0", 0), ("forty", None), ("40GB", None)])
+def test_numbers_may_carry_a_gib_suffix(written, number):
+    assert parse_quantity_number(written) == number
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "NAME         GPU\nlab-node-0   4\nlab-node-1   <none>\nlab-node-2   <none>\n",
+        "lab-node-0\t4\nlab-node-1\t0\nlab-node-2\t-\n",
+        "NODE,GPU\nlab-node-0,4\nlab-node-1,\nlab-node-2,0\n",
+        "lab-node-0 4\r\n\r\nlab-node-1\r\nlab-node-2 <none>\r\n",
+    ],
+)
+def test_amount_tables_accept_headers_separators_and_missing_amounts(tmp_path, table):
+    path = tmp_path / "node-gpu.txt"
+    path.write_text(table)
+    assert read_amount_table(path) == {"lab-node-0": 4, "lab-node-1": 0, "lab-node-2": 0}
+
+
+def test_amount_table_keeps_an_unreadable_amount_as_text(tmp_path):
+    path = tmp_path / "node-gpu.txt"
+    path.write_text("lab-node-0 four\n")
+    assert read_amount_table(path) == {"lab-node-0": "four"}
+
+
+@pytest.mark.parametrize(
+    ("written", "path"),
+    [
+        ('plugins."io.containerd.grpc.v1.cri".containerd.runtimes', ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")),
+        ("plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes", ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")),
+        ('[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]', ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")),
+        ("plugins.io.containerd.grpc.v1.cri.containerd.runtimes", ("plugins", "io", "containerd", "grpc", "v1", "cri", "containerd", "runtimes")),
+        ('plugins."io.containerd', None),
+    ],
+)
+def test_table_paths_are_read_as_toml_reads_them(written, path):
+    assert parse_key_path(written) == path
+
+
+def test_imports_globs_resolve_like_containerd(tmp_path):
+    etc = tmp_path / "etc/containerd"
+    (etc / "conf.d/sub").mkdir(parents=True)
+    dropin = etc / "conf.d/99-nvidia.toml"
+    dropin.write_text("")
+    (etc / "conf.d/sub/deeper.toml").write_text("")
+    assert glob_matches("conf.d/*.toml", etc) == [dropin]
+    assert glob_matches("/etc/containerd/conf.d/*.toml", etc) == [dropin]
+    assert glob_matches(f"{etc}/conf.d/*.toml", etc) == [dropin]
+    assert glob_matches("/etc/containerd/conf.d/*.conf", etc) == []
+    assert imports_of({"imports": "conf.d/*.toml"}) == ["conf.d/*.toml"]
+    assert imports_of({"plugins": {"x": {"imports": ["a"]}}}) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(None, "does not exist"), (b"\xff\xfe\x00", "not UTF-8"), (b"version = = 2", "not valid TOML")],
+)
+def test_bad_input_is_a_sentence_about_the_file(tmp_path, content, says):
+    path = tmp_path / "config.toml"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(StepFailed, match=says):
+        load_toml(path, "etc/containerd/config.toml")
+
+
+def test_text_is_read_with_crlf_folded_and_a_bom_dropped(tmp_path):
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"\xef\xbb\xbfa\r\nb\r\n")
+    assert read_text(path) == "a\nb\n"
