@@ -156,6 +156,20 @@ def parse_quantity_number(value: str, unit: str = "GiB") -> float | None:
     return float(match.group(1)) if match else None
 
 
+_QUANTITY_FACTORS = {
+    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+
+
+def quantity_bytes(value: object) -> float | None:
+    """A Kubernetes quantity (``64Gi``, ``65536Mi``, ``68719476736``) as a number; None if it is not one."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kMGTPE]i?|)", str(value).strip()) if value is not None else None
+    if not match or match.group(2) not in _QUANTITY_FACTORS:
+        return None
+    return float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)]
+
+
 _EMPTY_AMOUNTS = {"", "<none>", "none", "-", "0", "<nil>", "null"}
 
 
@@ -180,7 +194,7 @@ def read_amount_table(path: Path, display: str | None = None) -> dict[str, int |
     display = display or str(path)
     amounts: dict[str, int | str] = {}
     for index, row in enumerate(parse_table(read_text(path, display))):
-        name = row[0]
+        name = row[0].rstrip(":")
         amount = row[1] if len(row) > 1 else ""
         if index == 0 and not re.fullmatch(r"\d+|<none>|-|", amount.lower()) and name.upper() in {"NAME", "NODE", "NODENAME"}:
             continue
@@ -210,6 +224,7 @@ __all__ = [
     "parse_quantity_number",
     "parse_table",
     "parse_yes_no",
+    "quantity_bytes",
     "read_amount_table",
     "read_key_values",
     "read_text",

@@ -194,6 +194,17 @@ FORMS = [
         write("out/slots.txt", "physical_gpus=4\nREPLICAS = 5\nADVERTISED=20\nVRAM_PER_GPU_GIB=40GiB\n"
               'VRAM_GUARANTEED_PER_SLOT_GIB="0 GiB"\nVRAM_SHARED_PER_GPU_GIB=40 GiB\nISOLATION=no\n'),
     ),
+    Variant(
+        "unscheduled-labelled",
+        lambda root: (root / "out/unscheduled.txt").write_text(
+            "".join(f"{label}: {line}" for label, line in zip(("reason", "message"), (root / "out/unscheduled.txt").read_text().splitlines(True)))
+        ),
+    ),
+    Variant("node-gpu-colons", write("out/node-gpu.txt", "lab-node-0: 4\nlab-node-1: 0\nlab-node-2: 0\n")),
+    Variant(
+        "conflict-table-escaped-quotes",
+        sub("out/merge.txt", r"^CONFLICT_TABLE=.*$", r'CONFLICT_TABLE="plugins.\\"io.containerd.grpc.v1.cri\\".containerd.runtimes"'),
+    ),
     Variant("rollout-blocker-words", sub("out/rollout.txt", r"^BLOCKER=.*$", "BLOCKER=Insufficient memory")),
 ]
 

@@ -9,6 +9,7 @@ from pytest_gpulab.parsing import (
     parse_key_values,
     parse_quantity_number,
     parse_yes_no,
+    quantity_bytes,
     read_amount_table,
     read_text,
     split_list,
@@ -100,3 +101,8 @@ def test_text_is_read_with_crlf_folded_and_a_bom_dropped(tmp_path):
     path = tmp_path / "f.txt"
     path.write_bytes(b"\xef\xbb\xbfa\r\nb\r\n")
     assert read_text(path) == "a\nb\n"
+
+
+@pytest.mark.parametrize(("written", "number"), [("64Gi", 64 * 2**30), ("65536Mi", 64 * 2**30), ("128Mi", 128 * 2**20), ("1G", 10**9), ("64GiB", None), (None, None)])
+def test_kubernetes_quantities(written, number):
+    assert quantity_bytes(written) == number

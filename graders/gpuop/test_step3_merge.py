@@ -43,7 +43,7 @@ def test_merge_judgement(lab_root):
     expect(conflict is True, "CONFLICT should be yes: both files define the same runtimes table.", detail=detail)
 
     table = values["CONFLICT_TABLE"]
-    path = parse_key_path(table)
+    path = parse_key_path(table) or parse_key_path(table.replace('\\"', '"'))
     if path == tuple("plugins.io.containerd.grpc.v1.cri.containerd.runtimes".split(".")):
         fail(
             f"CONFLICT_TABLE is {shown(table)}: without quotes that is a different table path.",

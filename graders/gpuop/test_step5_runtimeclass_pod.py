@@ -1,5 +1,7 @@
 """Step 5: the RuntimeClass, the GPU Pod, and Pending."""
 
+import re
+
 import pytest
 
 from pytest_gpulab.feedback import expect, fail, shown
@@ -8,6 +10,7 @@ from pytest_gpulab.parsing import dig, find_object, first_lines, load_yaml_docum
 pytestmark = pytest.mark.step(5, "RuntimeClass, GPU Pod and the Unschedulable reason", points=15)
 
 RUNTIMECLASS_FILE = "k8s/runtimeclass.yaml"
+LABEL = re.compile(r"^(reason|message)\s*[:=]\s*", re.I)  # "reason: Unschedulable" reads as the reason
 POD_FILE = "k8s/gpu-pod.yaml"
 
 
@@ -61,7 +64,7 @@ def test_runtimeclass_pod_and_reason(lab_root, live, feedback):
     display = "out/unscheduled.txt"
     lines = first_lines(read_text(lab_root / display, display), 2)
     expect(len(lines) == 2, f"{display} should have two lines (the PodScheduled reason, then its message), found {len(lines)}.")
-    reason, message = lines
+    reason, message = (LABEL.sub("", line, count=1) for line in lines)
     expect(reason.strip("\"'") == "Unschedulable", f"Line 1 of {display} should be the reason Unschedulable, found {shown(reason)}.")
     expect(
         "Insufficient nvidia.com/gpu" in message and "0/3 nodes are available" in message,
