@@ -8,6 +8,7 @@ instructor's detail goes to the JSON report's ``metadata`` of that test.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
     live,
     settings_key,
 )
-from .steps import StepInfo, step_of
+from .steps import StepInfo, step_of, tally
 
 # -- options and collection ------------------------------------------------------
 
@@ -72,13 +73,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # -- results -------------------------------------------------------------------------
 
 
+@dataclass
+class StepRun:
+    step: StepInfo
+    passed: bool | None = None  # None until the test's call phase (or a failure) says
+    notes: list[str] = field(default_factory=list)
+
+
+results_key = pytest.StashKey[dict[str, StepRun]]()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """A wrong answer reads as the grader's sentence; each step's result is kept for the summary."""
     report: pytest.TestReport = yield
-    report.gpulab_step = step_of(item, strict=False)
     if call.excinfo is not None and isinstance(call.excinfo.value, StepFailed):
         report.longrepr = call.excinfo.value.learner_text()
+    step = step_of(item, strict=False)
+    if step is not None:
+        run = item.config.stash.setdefault(results_key, {}).setdefault(item.nodeid, StepRun(step))
+        if not report.passed:
+            run.passed = False
+        elif report.when == "call" and run.passed is None:
+            run.passed = True
+        if report.when == "teardown":
+            run.notes = notes_of(item)
     return report
+
+
+def notes_of(item: pytest.Item) -> list[str]:
+    return [note for key, note in item.user_properties if key == "gpulab_note"]
 
 
 def _json_safe(value: Any) -> Any:
@@ -93,7 +117,7 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
         return {}
     run = item.config.stash[settings_key]
     metadata: dict[str, Any] = {"lab": run.lab.name if run.lab else None, **step.as_dict()}
-    notes = [note for key, note in item.user_properties if key == "gpulab_note"]
+    notes = notes_of(item)
     if notes:
         metadata["notes"] = list(notes)
     if call.excinfo is not None:
@@ -108,51 +132,35 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
 @pytest.hookimpl(optionalhook=True)
 def pytest_json_modifyreport(json_report: dict[str, Any]) -> None:
     """A per-step summary for autograders: points earned out of points possible."""
-    steps = []
-    for test in json_report.get("tests", []):
-        metadata = test.get("metadata") or {}
-        if "step" not in metadata:
-            continue
-        passed = test.get("outcome") == "passed"
-        steps.append({
-            "nodeid": test["nodeid"], "step": metadata["step"], "title": metadata["title"],
-            "points": metadata["points"], "earned": metadata["points"] if passed else 0, "outcome": test.get("outcome"),
-        })
-    if steps:
-        json_report["gpulab"] = {
-            "lab": next((t["metadata"]["lab"] for t in json_report["tests"] if "step" in (t.get("metadata") or {})), None),
-            "earned": sum(s["earned"] for s in steps),
-            "possible": sum(s["points"] for s in steps),
-            "steps": sorted(steps, key=lambda s: s["step"]),
-        }
+    graded = [t for t in json_report.get("tests", []) if "step" in (t.get("metadata") or {})]
+    if not graded:
+        return
+    scores = tally(
+        (StepInfo(t["metadata"]["step"], t["metadata"]["title"], t["metadata"]["points"]), t["nodeid"], t["outcome"] == "passed")
+        for t in graded
+    )
+    json_report["gpulab"] = {
+        "lab": graded[0]["metadata"]["lab"],
+        "earned": sum(score.earned for score in scores),
+        "possible": sum(score.step.points for score in scores),
+        "steps": [
+            {**score.step.as_dict(), "earned": score.earned, "passed": score.passed, "nodeids": score.nodeids}
+            for score in scores
+        ],
+    }
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    run = config.stash[settings_key]
-    if run.lab is None:
+    runs = config.stash.get(results_key, {})
+    run_settings = config.stash[settings_key]
+    if not runs or run_settings.lab is None:
         return
-    rows: list[tuple[StepInfo, str]] = []
-    for outcome in ("passed", "failed", "error", "skipped"):
-        for report in terminalreporter.stats.get(outcome, []):
-            step = getattr(report, "gpulab_step", None)
-            if step is not None and report.when in ("setup", "call") and (outcome != "passed" or report.when == "call"):
-                rows.append((step, outcome))
-    if not rows:
-        return
-    best: dict[int, tuple[StepInfo, str]] = {}
-    for step, outcome in rows:
-        if step.number not in best or best[step.number][1] == "passed":
-            best[step.number] = (step, outcome)
-    terminalreporter.section(f"lab {run.lab.name}")
-    earned = possible = 0
-    for number in sorted(best):
-        step, outcome = best[number]
-        possible += step.points
-        earned += step.points if outcome == "passed" else 0
-        mark = "PASS" if outcome == "passed" else "FAIL"
-        terminalreporter.write_line(f"step {number}: {mark}  {step.title} ({step.points if outcome == 'passed' else 0}/{step.points})")
-    terminalreporter.write_line(f"total: {earned}/{possible} points")
-    notes = [(report.nodeid, note) for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
-             for key, note in report.user_properties if key == "gpulab_note"]
-    for nodeid, note in notes:
-        terminalreporter.write_line(f"note ({nodeid.rsplit('/', 1)[-1]}): {note}")
+    terminalreporter.section(f"lab {run_settings.lab.name}")
+    scores = tally((run.step, nodeid, bool(run.passed)) for nodeid, run in runs.items())
+    for score in scores:
+        mark = "PASS" if score.passed else "FAIL"
+        terminalreporter.write_line(f"step {score.step.number}: {mark}  {score.step.title} ({score.earned}/{score.step.points})")
+    terminalreporter.write_line(f"total: {sum(s.earned for s in scores)}/{sum(s.step.points for s in scores)} points")
+    for nodeid, run in runs.items():
+        for note in run.notes:
+            terminalreporter.write_line(f"note on step {run.step.number}: {note}")

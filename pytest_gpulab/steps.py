@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 
 import pytest
 
@@ -46,3 +47,26 @@ def step_of(item: pytest.Item, *, strict: bool = True) -> StepInfo | None:
         if strict:
             raise pytest.UsageError(f"{item.nodeid}: invalid step marker: {error}. Use step(number, title, points=1).") from None
         return None
+
+
+@dataclass
+class StepScore:
+    """A step's result over its tests: earned only when every one of them passed."""
+
+    step: StepInfo
+    passed: bool = True
+    nodeids: list[str] = field(default_factory=list)
+
+    @property
+    def earned(self) -> int:
+        return self.step.points if self.passed else 0
+
+
+def tally(results: Iterable[tuple[StepInfo, str, bool]]) -> list[StepScore]:
+    """(step, nodeid, passed) of each test -> one score per step, by step number."""
+    scores: dict[int, StepScore] = {}
+    for step, nodeid, passed in results:
+        score = scores.setdefault(step.number, StepScore(step))
+        score.passed = score.passed and passed
+        score.nodeids.append(nodeid)
+    return [scores[number] for number in sorted(scores)]

@@ -86,7 +86,10 @@ def test_wrong_answer_is_a_sentence_and_the_report_carries_the_step(pytester):
     wrong_section = output.split("test_wrong")[1].split("test_bug")[0]
     assert "Traceback" not in wrong_section and "raise StepFailed" not in wrong_section and "def test_wrong" not in wrong_section
     assert "KeyError" in output  # a grader bug keeps its traceback for the author
-    result.stdout.fnmatch_lines(["*step 3: FAIL  A wrong answer (0/7)*", "*step 5: PASS  Fine (1/1)*", "*total: 1/10 points*"])
+    result.stdout.fnmatch_lines([
+        "*step 3: FAIL  A wrong answer (0/7)*", "*step 5: PASS  Fine (1/1)*", "*total: 1/10 points*",
+        "*note on step 3: a note for the learner*",
+    ])
 
     report = json.loads(report_path.read_text())
     tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
@@ -100,6 +103,7 @@ def test_wrong_answer_is_a_sentence_and_the_report_carries_the_step(pytester):
     assert tests["test_bug"]["metadata"]["internal_error"] is True
     assert tests["test_fine"]["metadata"] == {"lab": "gpuop", "step": 5, "title": "Fine", "points": 1}
     assert report["gpulab"]["earned"] == 1 and report["gpulab"]["possible"] == 10
+    assert [(s["step"], s["earned"], s["passed"]) for s in report["gpulab"]["steps"]] == [(3, 0, False), (4, 0, False), (5, 1, True)]
 
 
 def test_unreachable_cluster_fails_live_steps_with_a_message(pytester):
@@ -107,3 +111,21 @@ def test_unreachable_cluster_fails_live_steps_with_a_message(pytester):
     result = pytester.runpytest_subprocess("--lab", "gpuop", "test_live.py", "--kubeconfig", str(pytester.path / "missing"))
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*Could not reach the lab cluster: the kubeconfig*could not be loaded*gpulab up gpuop*"])
+
+
+def test_a_step_of_several_tests_earns_its_points_only_when_all_pass(pytester):
+    pytester.makepyfile(test_split='''
+import pytest
+pytestmark = pytest.mark.step(2, "Two checks", points=10)
+
+def test_first():
+    pass
+
+def test_second():
+    assert False
+''')
+    report_path = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_split.py", "--json-report", f"--json-report-file={report_path}")
+    result.stdout.fnmatch_lines(["*step 2: FAIL  Two checks (0/10)*", "*total: 0/10 points*"])
+    steps = json.loads(report_path.read_text())["gpulab"]["steps"]
+    assert [(s["step"], s["earned"], len(s["nodeids"])) for s in steps] == [(2, 0, 2)]
