@@ -52,7 +52,10 @@ def lab(gpulab_settings: RunSettings) -> Lab:
 @pytest.fixture(scope="session")
 def lab_root(gpulab_settings: RunSettings, lab: Lab) -> Path:
     """The learner's lab directory; graders only read below it."""
-    return gpulab_settings.lab_root or lab.default_root
+    root = gpulab_settings.lab_root or lab.default_root
+    if not root.is_dir():
+        fail(f"The lab directory {root} does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH.")
+    return root
 
 
 @dataclass

@@ -58,7 +58,7 @@ def test_lab_root_precedence_ini_env_option(pytester, monkeypatch, ini, env, opt
         monkeypatch.setenv("GPULAB_LAB_ROOT", env)
     else:
         monkeypatch.delenv("GPULAB_LAB_ROOT", raising=False)
-    pytester.makepyfile(test_root=f"def test_root(lab_root):\n    assert str(lab_root) == {expected!r}\n")
+    pytester.makepyfile(test_root=f"def test_root(gpulab_settings):\n    assert str(gpulab_settings.lab_root) == {expected!r}\n")
     args = ["--lab", "gpuop", "test_root.py"] + (["--lab-root", option] if option else [])
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
 
@@ -129,3 +129,10 @@ def test_second():
     result.stdout.fnmatch_lines(["*step 2: FAIL  Two checks (0/10)*", "*total: 0/10 points*"])
     steps = json.loads(report_path.read_text())["gpulab"]["steps"]
     assert [(s["step"], s["earned"], len(s["nodeids"])) for s in steps] == [(2, 0, 2)]
+
+
+def test_a_missing_lab_directory_is_one_clear_sentence(pytester):
+    pytester.makepyfile(test_root='import pytest\n\n@pytest.mark.step(1, "Root")\ndef test_root(lab_root):\n    pass\n')
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_root.py", "--lab-root", str(pytester.path / "nowhere"))
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*The lab directory */nowhere does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH.*"])
