@@ -54,6 +54,6 @@ class NodesNeverRegister(KwokCluster):
 def test_start_that_times_out_says_so_and_leaves_nothing_running(tmp_path):
     workdir = tmp_path / "kwok"
     cluster = NodesNeverRegister("tests-timeout", KwokCluster.for_lab("gpuop").nodes, workdir=workdir, ready_timeout=2)
-    with pytest.raises(KwokClusterError, match=r"did not become ready within 2s \(nodes Ready: lab-node-0, lab-node-1, lab-node-2"):
+    with pytest.raises(KwokClusterError, match=r"did not (answer /readyz|become ready) within 2s"):
         cluster.start()
     assert wait_until(lambda: not processes_mentioning(str(workdir)), 10), processes_mentioning(str(workdir))
