@@ -4,24 +4,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from processes import processes_mentioning
 from pytest_gpulab.kwok import wait_until
 
 
 def gpulab(*args, env=None):
     return subprocess.run([sys.executable, "-m", "pytest_gpulab.cli", *args], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300, env=env)
-
-
-def lab_processes(marker: str) -> set[str]:
-    found = set()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in command and "kwokctl" not in command:
-            found.add(command)
-    return found
 
 
 def test_up_is_found_by_the_grader_and_down_removes_it(pytester, monkeypatch, tmp_path):
@@ -41,14 +30,14 @@ def test_up_is_found_by_the_grader_and_down_removes_it(pytester, monkeypatch, tm
     down = gpulab("down", "gpuop")
     assert down.returncode == 0, down.stderr
     assert not (tmp_path / "cache" / "clusters" / "gpuop").exists()
-    assert wait_until(lambda: not lab_processes(str(tmp_path / "cache")), 10)
+    assert wait_until(lambda: not processes_mentioning(str(tmp_path / "cache")), 10)
 
 
 def test_ephemeral_cluster_is_fresh_and_gone_after_the_run(pytester, tmp_path):
-    before = lab_processes("gpulab-kwok-")
+    before = processes_mentioning("gpulab-kwok-")
     root = tmp_path / "empty-root"
     root.mkdir()
     result = pytester.runpytest_subprocess("--lab", "gpuop", "--lab-root", str(root), "--lab-cluster", "ephemeral", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=8)
     result.stdout.fnmatch_lines(["*a fresh ephemeral lab cluster*", "*lab-node-0 does not advertise nvidia.com/gpu*"])
-    assert wait_until(lambda: lab_processes("gpulab-kwok-") <= before, 10)
+    assert wait_until(lambda: processes_mentioning("gpulab-kwok-") <= before, 10)

@@ -1,28 +1,16 @@
 """KwokCluster itself: start, stop, and failures that say what to do."""
 
 import socket
-from pathlib import Path
 
 import pytest
 
+from processes import processes_mentioning
 from pytest_gpulab.kwok import KwokCluster, KwokClusterError, wait_until
 
 
 def test_missing_binaries_say_what_to_run(tmp_path):
     with pytest.raises(KwokClusterError, match=r"missing lab cluster binaries in .*kwokctl.*gpulab build"):
         KwokCluster.for_lab("gpuop", bin_dir=tmp_path).start()
-
-
-def processes_mentioning(text: str) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in command:
-            found.append(command)
-    return found
 
 
 def test_cluster_stops_its_processes_and_deletes_its_state(tmp_path):
