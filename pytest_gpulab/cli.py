@@ -37,10 +37,17 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     kubeconfig = gpulab_up_kubeconfig(args.lab)
+    cluster = _lab_cluster(args.lab)
     if kubeconfig.exists():
+        if not cluster.is_running():
+            print(
+                f"the {args.lab} lab cluster's state is in {_lab_workdir(args.lab)} but it does not answer "
+                f"(stopped, or the machine restarted): run `gpulab down {args.lab}`, then `gpulab up {args.lab}`",
+                file=sys.stderr,
+            )
+            return 1
         print(f"the {args.lab} lab cluster is already up (`gpulab down {args.lab}` to remove it)", file=sys.stderr)
     else:
-        cluster = _lab_cluster(args.lab)
         cluster.start()
         print(f"the {args.lab} lab cluster is up in {cluster.startup_seconds:.1f}s", file=sys.stderr)
     print(f"export KUBECONFIG={kubeconfig}")

@@ -109,9 +109,9 @@ class KwokCluster:
         """The caller's environment with this cluster's binaries first on PATH and its kubeconfig."""
         env = dict(os.environ)
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        env["KWOK_WORKDIR"] = str(self.workdir)
         env["KWOK_KUBE_VERSION"] = f"v{toolchain.pinned_versions().kubernetes}"
         if self.workdir is not None:
+            env["KWOK_WORKDIR"] = str(self.workdir)
             env["KUBECONFIG"] = str(self.kubeconfig)
         return env
 
@@ -247,6 +247,10 @@ class KwokCluster:
         if nodes:
             manifest = {"apiVersion": "v1", "kind": "List", "items": [node.manifest() for node in nodes]}
             self.kubectl("create", "-f", "-", input=json.dumps(manifest))
+
+    def is_running(self) -> bool:
+        """Whether this cluster's API server answers (its state may outlive its processes)."""
+        return self.workdir is not None and self.kubeconfig.exists() and self._answers_readyz()
 
     def _answers_readyz(self) -> bool:
         try:

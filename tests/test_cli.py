@@ -1,10 +1,12 @@
 """`gpulab up/down` and the plugin's cluster choices, on real lab clusters."""
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from processes import processes_mentioning
+from processes import processes_mentioning, running_commands
 from pytest_gpulab.kwok import wait_until
 
 
@@ -26,6 +28,12 @@ def test_up_is_found_by_the_grader_and_down_removes_it(pytester, monkeypatch, tm
     root.mkdir()
     result = pytester.runpytest_subprocess("--lab", "gpuop", "--lab-root", str(root), "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines([f"*cluster {kubeconfig}*", "*lab-node-0 does not advertise nvidia.com/gpu*"])
+
+    # State that outlived its processes (a restart) is named, not mistaken for a running cluster.
+    apiserver = next(pid for pid, command in running_commands().items() if "kube-apiserver" in command and str(tmp_path) in command)
+    os.kill(apiserver, signal.SIGKILL)
+    stale = gpulab("up", "gpuop")
+    assert stale.returncode == 1 and "does not answer" in stale.stderr and "gpulab down gpuop" in stale.stderr
 
     down = gpulab("down", "gpuop")
     assert down.returncode == 0, down.stderr
