@@ -164,7 +164,8 @@ class Feedback:
         self._item = item
 
     def note(self, text: str) -> None:
-        self._item.user_properties.append(("gpulab_note", text))
+        if ("gpulab_note", text) not in self._item.user_properties:
+            self._item.user_properties.append(("gpulab_note", text))
 
 
 @pytest.fixture

@@ -63,6 +63,12 @@ class Variant:
     grader_args: tuple[str, ...] = field(default=())
 
 
+PYTHON_CHECKER = """#!/usr/bin/env python3
+import subprocess, sys
+dump = subprocess.run(["containerd", "config", "dump"], capture_output=True, text=True).stdout
+sys.exit(0 if "containerd.runtimes.nvidia" in dump else 1)
+"""
+
 CRUN_TABLE = '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun]\n  runtime_type = "io.containerd.runc.v2"\n'
 
 TRAPS = [
@@ -105,6 +111,11 @@ TRAPS = [
         "check-absolute-containerd",
         write("bin/check-runtime.sh", "#!/bin/sh\n/usr/bin/containerd config dump | grep -q containerd.runtimes.nvidia\n", 0o755),
         4, ("absolute path", "on PATH"),
+    ),
+    Variant(
+        "python-checker-absolute-containerd",
+        write("bin/check-runtime.sh", PYTHON_CHECKER.replace('["containerd"', '["/usr/bin/containerd"'), 0o755),
+        4, ("absolute path",),
     ),
     Variant(
         "check-always-succeeds",
@@ -150,11 +161,6 @@ TRAPS = [
     Variant("rollout-blocker", sub("out/rollout.txt", r"^BLOCKER=.*$", "BLOCKER=image-pull"), 8, ("insufficient-memory",)),
 ]
 
-PYTHON_CHECKER = """#!/usr/bin/env python3
-import subprocess, sys
-dump = subprocess.run(["containerd", "config", "dump"], capture_output=True, text=True).stdout
-sys.exit(0 if "containerd.runtimes.nvidia" in dump else 1)
-"""
 
 FORMS = [
     Variant(

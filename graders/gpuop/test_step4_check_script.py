@@ -28,7 +28,7 @@ def check_statically(code):
             f"{SCRIPT} names /etc/containerd/config.toml.",
             hint="The file is what was written, not what was loaded: judge by the output of `containerd config dump`.",
         )
-    absolute = re.search(r"(?<![\w.-])(/[\w./-]*/containerd)(?=\s|$|;|\))", code)
+    absolute = re.search(r"(?<![\w.-])(/[\w./-]*/containerd)(?=[\s;|&)\]\"']|$)", code, re.M)
     if absolute:
         fail(
             f"{SCRIPT} calls containerd by an absolute path ({absolute.group(1)}).",

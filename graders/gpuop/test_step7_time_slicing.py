@@ -37,7 +37,7 @@ def check_config_map(config_map, where, feedback):
     resources = dig(time_slicing, "resources")
     if resources is None and isinstance(dig(sharing, "resources"), list):
         resources = dig(sharing, "resources")
-        feedback.note(f"{where}: the device plugin reads resources under sharing.timeSlicing, not at the top level.")
+        feedback.note("data.any has resources at the top level; the device plugin reads them under sharing.timeSlicing.")
     first = dig(resources, 0)
     expect(isinstance(first, dict), f"{where}: data.any should have a resources array whose first item names nvidia.com/gpu.", detail=sharing)
     expect(first.get("name") == "nvidia.com/gpu", f"{where}: resources[0].name should be nvidia.com/gpu, found {shown(first.get('name'))}.")
