@@ -38,11 +38,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """With a lab chosen and no paths given, collect that lab's graders."""
-    chosen = settings_mod.lab_from(early_config, namespace=early_config.known_args_namespace)
-    if chosen is None or getattr(early_config.known_args_namespace, "file_or_dir", None):
+    """With a lab chosen and no paths given, collect that lab's graders; keep out of the learner's directory."""
+    namespace = early_config.known_args_namespace
+    chosen = settings_mod.lab_from(early_config, namespace=namespace)
+    if chosen is None:
         return
-    args.append(str(chosen.graders))
+    root_value = settings_mod.raw_value(early_config, settings_mod.LAB_ROOT, namespace=namespace)
+    learner_root = (Path(root_value).expanduser() if root_value else chosen.default_root).resolve()
+    _stay_out_of(learner_root, early_config)
+    if not getattr(namespace, "file_or_dir", None):
+        args.append(str(chosen.graders))
+
+
+def _within(path: Path | None, directory: Path) -> bool:
+    return path is not None and (path.resolve() == directory or directory in path.resolve().parents)
+
+
+def _stay_out_of(learner_root: Path, early_config: pytest.Config) -> None:
+    """pytest picks its rootdir and ini file before plugins load, so a run started in the learner's
+    directory (or `--lab-root PATH` read as a path) may point them there. Settings never come from
+    the learner, and the cache is not written there."""
+    if _within(early_config.inipath, learner_root):
+        raise pytest.UsageError(
+            f"pytest would take its settings from {early_config.inipath}, inside the learner's directory "
+            f"{learner_root}; grading never does. Run the grader from another directory, or pass --rootdir "
+            "and -c naming a directory and settings file of your own."
+        )
+    if _within(early_config.rootpath, learner_root):
+        # As `-p no:cacheprovider` does: the cache would be written into the learner's directory.
+        for name in ("cacheprovider", "stepwise"):
+            if early_config.pluginmanager.has_plugin(name):
+                early_config.pluginmanager.unregister(name=name)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -136,3 +136,27 @@ def test_a_missing_lab_directory_is_one_clear_sentence(pytester):
     result = pytester.runpytest_subprocess("--lab", "gpuop", "test_root.py", "--lab-root", str(pytester.path / "nowhere"))
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*The lab directory */nowhere does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH.*"])
+
+
+def test_settings_are_never_taken_from_the_learners_directory(pytester, tmp_path):
+    root = tmp_path / "learner"
+    root.mkdir()
+    (root / "pytest.ini").write_text("[pytest]\naddopts = -k step1\n")
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "--lab-root", str(root), "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*would take its settings from {root}/pytest.ini, inside the learner's directory*"])
+
+
+@pytest.mark.parametrize("form", ["space", "equals", "cwd"])
+def test_grading_writes_nothing_into_the_learners_directory(pytester, form):
+    root = pytester.path  # the run starts here, as a learner in their lab directory would
+    if form == "space":
+        args = ["--lab-root", str(root)]
+    elif form == "equals":
+        args = [f"--lab-root={root}"]
+    else:
+        args = ["--lab-root", "."]
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "--kubeconfig", str(root / "missing"), *args)
+    result.assert_outcomes(failed=4, errors=4)
+    written = {p.name for p in root.iterdir()} - {"stdout", "stderr"} - {p.name for p in root.glob("runpytest-*")}
+    assert written == set()  # pytester's own records aside: no .pytest_cache, nothing else
