@@ -99,22 +99,28 @@ def _unquote(value: str) -> str:
     return value
 
 
-def parse_key_values(text: str) -> dict[str, str]:
-    """``KEY=VALUE`` lines: keys upper-cased, whitespace and one pair of outer quotes dropped.
+# KEY=VALUE; also KEY: VALUE and KEY VALUE where a learner wrote the lab's "lines" that way.
+_KEY_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=|:|\s)\s*(.*)$")
+_TRAILING_COMMENT = re.compile(r"\s+#.*$")
 
-    Lines without ``=`` and ``#`` comments are ignored; ``export KEY=...`` is accepted.
-    The first ``=`` splits, so a value may contain ``=``.
+
+def parse_key_values(text: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines: keys upper-cased, whitespace, a trailing `` # comment`` and one
+    pair of outer quotes dropped.
+
+    ``#`` comment lines are ignored; ``export KEY=...``, ``KEY: VALUE`` and ``KEY VALUE``
+    are accepted. The first separator splits, so a value may contain ``=``.
     """
     values: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
+        if line.lower().startswith("export "):
+            line = line[len("export "):].strip()
+        match = _KEY_VALUE.match(line)
+        if not match or line.startswith("#"):
             continue
-        key, _, value = line.partition("=")
-        key = key.strip()
-        if key.lower().startswith("export "):
-            key = key[len("export "):].strip()
-        values[key.upper()] = _unquote(value)
+        value = _TRAILING_COMMENT.sub("", match.group(2))
+        values[match.group(1).upper()] = _unquote(value)
     return values
 
 
@@ -130,7 +136,7 @@ def read_key_values(path: Path, display: str | None = None, required: list[str] 
 
 def split_list(value: str) -> set[str]:
     """``runc,nvidia`` / ``runc nvidia`` / ``[runc, nvidia]`` -> {"runc", "nvidia"}; order-insensitive."""
-    value = value.strip().strip("[]()")
+    value = value.strip().strip("[](){}")
     return {_unquote(item) for item in re.split(r"[,\s]+", value) if _unquote(item)}
 
 
@@ -179,7 +185,10 @@ def parse_table(text: str) -> list[list[str]]:
     for raw in text.splitlines():
         if not raw.strip():
             continue
-        cells = [cell.strip() for cell in re.split(r"\s*,\s*|\s+", raw.strip())]
+        line = raw.strip()
+        if line.startswith("#") or re.fullmatch(r"[|:\-\s+]+", line):  # comments, Markdown rules
+            continue
+        cells = [cell.strip() for cell in re.split(r"\s*[,|]\s*|\s+", line.strip("|").strip())]
         rows.append([cell for cell in cells if cell != ""] or [""])
     return rows
 
@@ -209,8 +218,8 @@ def read_amount_table(path: Path, display: str | None = None) -> dict[str, int |
 
 
 def first_lines(text: str, count: int) -> list[str]:
-    """The first ``count`` non-blank lines, stripped."""
-    return [line.strip() for line in text.splitlines() if line.strip()][:count]
+    """The first ``count`` lines that are neither blank nor ``#`` comments, stripped."""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")][:count]
 
 
 __all__ = [

@@ -123,6 +123,16 @@ TRAPS = [
         4, ("without runtimes.nvidia", "should exit non-zero"),
     ),
     Variant(
+        "check-greps-any-nvidia",
+        write("bin/check-runtime.sh", "#!/bin/sh\ncontainerd config dump | grep -q nvidia\n", 0o755),
+        4, ("without runtimes.nvidia", "should exit non-zero"),
+    ),
+    Variant(
+        "check-reads-the-imports-line",
+        write("bin/check-runtime.sh", "#!/bin/sh\ncontainerd config dump | grep -q '^imports = \\[\\]' && exit 1 || exit 0\n", 0o755),
+        4, ("without runtimes.nvidia",),
+    ),
+    Variant(
         "check-hangs",
         write("bin/check-runtime.sh", "#!/bin/sh\ncontainerd config dump >/dev/null\nsleep 600\n", 0o755),
         4, ("timeout",), grader_args=("--script-timeout", "2"),
@@ -144,6 +154,14 @@ TRAPS = [
         sub("k8s/time-slicing.yaml", r"any: \|-\n", "any:\n"),
         7, ("YAML mapping", "block scalar"),
     ),
+    Variant(
+        "resources-at-the-top-of-data-any",
+        lambda root: edit(root, "k8s/time-slicing.yaml", lambda text: text.replace(
+            "        resources:\n          - name: nvidia.com/gpu\n            replicas: 5\n",
+            "    resources:\n      - name: nvidia.com/gpu\n        replicas: 5\n",
+        )),
+        7, ("resources at the top level", "under sharing.timeSlicing"),
+    ),
     Variant("vram-divided", sub("out/slots.txt", r"^VRAM_GUARANTEED_PER_SLOT_GIB=.*$", "VRAM_GUARANTEED_PER_SLOT_GIB=8"), 7, ("divides time, not memory",)),
     Variant("isolation-yes", sub("out/slots.txt", r"^ISOLATION=.*$", "ISOLATION=full"), 7, ("ISOLATION should be none",)),
     # Bad input: a clear failure of that step, never a crash of the run
@@ -157,6 +175,8 @@ TRAPS = [
         4, ("printed more than",),
     ),
     # Step 8
+    Variant("toolkit-ds-file-missing", lambda root: (root / "k8s/toolkit-ds.yaml").unlink(), 8, ("k8s/toolkit-ds.yaml does not exist",)),
+    Variant("toolkit-ds-file-max-unavailable", replace("k8s/toolkit-ds.yaml", "maxUnavailable: 1", "maxUnavailable: 3"), 8, ("maxUnavailable should be 1",)),
     Variant("rollout-ready-expected", sub("out/rollout.txt", r"^READY=.*$", "READY=3"), 8, ("READY should be 2",)),
     Variant("rollout-blocker", sub("out/rollout.txt", r"^BLOCKER=.*$", "BLOCKER=image-pull"), 8, ("insufficient-memory",)),
 ]
@@ -211,6 +231,27 @@ FORMS = [
         "conflict-table-escaped-quotes",
         sub("out/merge.txt", r"^CONFLICT_TABLE=.*$", r'CONFLICT_TABLE="plugins.\\"io.containerd.grpc.v1.cri\\".containerd.runtimes"'),
     ),
+    Variant(
+        "toolkit-ds-file-holds-the-first-spec",
+        combine(replace("k8s/toolkit-ds.yaml", "v1.17.0", "v1.16.2"), replace("k8s/toolkit-ds.yaml", "64Gi", "128Mi")),
+    ),
+    Variant("rollout-inline-comments", sub("out/rollout.txt", r"^READY=2$", "READY=2  # one new Pod pending")),
+    Variant(
+        "slots-colons-and-comments",
+        write("out/slots.txt", "PHYSICAL_GPUS: 4\nREPLICAS: 5\nADVERTISED: 20  # 4 x 5\nVRAM_PER_GPU_GIB: 40\n"
+              "VRAM_GUARANTEED_PER_SLOT_GIB: 0   # time-slicing shares memory\nVRAM_SHARED_PER_GPU_GIB: 40\nISOLATION: none\n"),
+    ),
+    Variant("node-gpu-markdown", write("out/node-gpu.txt", "| NAME | GPU |\n|---|---|\n| lab-node-0 | 4 |\n| lab-node-1 | |\n| lab-node-2 | <none> |\n")),
+    Variant(
+        "unscheduled-with-a-comment",
+        lambda root: (root / "out/unscheduled.txt").write_text("# PodScheduled of cuda-probe\n" + (root / "out/unscheduled.txt").read_text()),
+    ),
+    Variant(
+        "checker-without-shebang",
+        lambda root: edit(root, "bin/check-runtime.sh", lambda text: text.split("\n", 1)[1]),
+        note="no #! line",
+    ),
+    Variant("checker-with-root-flag", replace("bin/check-runtime.sh", "dump=$(containerd config dump)", "dump=$(containerd --root /var/lib/containerd config dump)")),
     Variant("rollout-blocker-words", sub("out/rollout.txt", r"^BLOCKER=.*$", "BLOCKER=Insufficient memory")),
 ]
 

@@ -31,6 +31,8 @@ SHIPPED = {
     "v3-runc-only": (3, {"runc"}),
     "v2-partial-nvidia": (None, {"runc", "nvidia"}),
     "v2-partial-runc": (None, {"runc"}),
+    # The accident: the drop-in is imported, yet only runc was loaded.
+    "v2-accident-imported-not-loaded": (2, {"runc"}),
 }
 
 
@@ -79,6 +81,9 @@ def test_shipped_dump_parses_and_holds_its_runtimes(name):
     if "nvidia" in expected:
         assert found["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
         assert "containerd.runtimes.nvidia" in text  # what the lab's check greps for
+    elif name.startswith("v2-accident"):
+        assert tomllib.loads(text)["imports"] == ["/etc/containerd/conf.d/99-nvidia.toml"]
+        assert "containerd.runtimes.nvidia" not in text
     else:
         assert "nvidia" not in text.lower()
 

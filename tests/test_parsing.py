@@ -17,11 +17,18 @@ from pytest_gpulab.parsing import (
 
 
 def test_key_values_ignore_case_whitespace_quotes_crlf_and_comments():
-    text = '\r\n# judged\r\n main_runtimes = "runc"\r\nexport Conflict=yes\r\nTABLE=a=b\r\nEMPTY=\r\n'
+    text = '\r\n# judged\r\n main_runtimes = "runc"\r\nexport Conflict=yes  # both define it\r\nTABLE=a=b\r\nEMPTY=\r\n'
     assert parse_key_values(text) == {"MAIN_RUNTIMES": "runc", "CONFLICT": "yes", "TABLE": "a=b", "EMPTY": ""}
 
 
-@pytest.mark.parametrize("written", ["runc,nvidia", "nvidia, runc", "runc nvidia", "[runc, nvidia]", " nvidia ,runc "])
+def test_key_values_also_read_colon_and_space_separated_lines():
+    text = "PHYSICAL_GPUS: 4\nREPLICAS 5\nCONFLICT_TABLE=plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes\n"
+    assert parse_key_values(text) == {
+        "PHYSICAL_GPUS": "4", "REPLICAS": "5", "CONFLICT_TABLE": 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes',
+    }
+
+
+@pytest.mark.parametrize("written", ["runc,nvidia", "nvidia, runc", "runc nvidia", "[runc, nvidia]", " nvidia ,runc ", "{'runc', 'nvidia'}"])
 def test_lists_are_order_insensitive_with_commas_or_spaces(written):
     assert split_list(written) == {"runc", "nvidia"}
 
@@ -43,6 +50,8 @@ def test_numbers_may_carry_a_gib_suffix(written, number):
         "lab-node-0\t4\nlab-node-1\t0\nlab-node-2\t-\n",
         "NODE,GPU\nlab-node-0,4\nlab-node-1,\nlab-node-2,0\n",
         "lab-node-0 4\r\n\r\nlab-node-1\r\nlab-node-2 <none>\r\n",
+        "| NAME | GPU |\n|------|-----|\n| lab-node-0 | 4 |\n| lab-node-1 |  |\n| lab-node-2 | <none> |\n",
+        "# GPUs at step 6\nlab-node-0 4\nlab-node-1 0\nlab-node-2 0\n",
     ],
 )
 def test_amount_tables_accept_headers_separators_and_missing_amounts(tmp_path, table):

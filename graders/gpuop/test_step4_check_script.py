@@ -1,5 +1,6 @@
 """Step 4: a check script that looks at the loaded configuration."""
 
+import os
 import re
 
 import pytest
@@ -11,7 +12,9 @@ pytestmark = pytest.mark.step(4, "check-runtime.sh reads the loaded configuratio
 
 SCRIPT = "bin/check-runtime.sh"
 WITH_NVIDIA = "v2-runc-nvidia"
-WITHOUT_NVIDIA = "v2-runc-only"
+# The node of the accident: the drop-in is imported, only runc is loaded. A check that
+# greps for "nvidia" or looks at the imports line says "loaded" here, and is wrong.
+WITHOUT_NVIDIA = "v2-accident-imported-not-loaded"
 
 
 def code_without_comments(text):
@@ -28,7 +31,14 @@ def check_statically(code):
             f"{SCRIPT} names /etc/containerd/config.toml.",
             hint="The file is what was written, not what was loaded: judge by the output of `containerd config dump`.",
         )
-    absolute = re.search(r"(?<![\w.-])(/[\w./-]*/containerd)(?=[\s;|&)\]\"']|$)", code, re.M)
+    absolute = next(
+        (
+            match for match in re.finditer(r"(?<![\w.-])(/[\w./-]*/containerd)(?=[\s;|&)\]\"']|$)", code, re.M)
+            # `--root /var/lib/containerd` names a directory, not the program
+            if not re.search(r"(^|\s)-{1,2}[\w-]+[\s=]+$", code[: match.start()].rsplit("\n", 1)[-1])
+        ),
+        None,
+    )
     if absolute:
         fail(
             f"{SCRIPT} calls containerd by an absolute path ({absolute.group(1)}).",
@@ -43,7 +53,11 @@ def test_check_runtime_script(lab_root, learner_script, fake_containerd, feedbac
 
     with_nvidia = learner_script.run(path, dump=WITH_NVIDIA)
     if with_nvidia.ran_with_bash:
-        feedback.note(f"{SCRIPT} is not executable (chmod +x), so the grader ran it with bash.")
+        feedback.note(
+            f"{SCRIPT} has no #! line, so the grader ran it with bash; start it with #!/usr/bin/env bash."
+            if os.access(path, os.X_OK)
+            else f"{SCRIPT} is not executable (chmod +x), so the grader ran it with bash."
+        )
     runs = {"with_nvidia": with_nvidia.__dict__}
     expect(
         with_nvidia.exit_code == 0,

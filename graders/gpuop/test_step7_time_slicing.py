@@ -16,7 +16,7 @@ EXPECTED_NUMBERS = {
 }
 
 
-def check_config_map(config_map, where, feedback):
+def check_config_map(config_map, where):
     expect(config_map is not None, f"{where}: no ConfigMap time-slicing-config.")
     namespace = dig(config_map, "metadata", "namespace")
     expect(namespace == "gpu-operator", f"{where}: the ConfigMap's namespace should be gpu-operator, found {shown(namespace)}.")
@@ -35,9 +35,12 @@ def check_config_map(config_map, where, feedback):
     fail_greater = dig(time_slicing, "failRequestsGreaterThanOne")
     expect(fail_greater is True, f"{where}: sharing.timeSlicing.failRequestsGreaterThanOne should be true, found {shown(fail_greater)}.", detail=sharing)
     resources = dig(time_slicing, "resources")
-    if resources is None and isinstance(dig(sharing, "resources"), list):
-        resources = dig(sharing, "resources")
-        feedback.note("data.any has resources at the top level; the device plugin reads them under sharing.timeSlicing.")
+    if resources is None and dig(sharing, "resources") is not None:
+        fail(
+            f"{where}: data.any has resources at the top level, where the device plugin does not look.",
+            hint="Put the resources array under sharing.timeSlicing, beside failRequestsGreaterThanOne.",
+            detail=sharing,
+        )
     first = dig(resources, 0)
     expect(isinstance(first, dict), f"{where}: data.any should have a resources array whose first item names nvidia.com/gpu.", detail=sharing)
     expect(first.get("name") == "nvidia.com/gpu", f"{where}: resources[0].name should be nvidia.com/gpu, found {shown(first.get('name'))}.")
@@ -45,11 +48,11 @@ def check_config_map(config_map, where, feedback):
     expect(type(replicas) is int and replicas == 5, f"{where}: resources[0].replicas should be the number 5, found {shown(replicas)}.")
 
 
-def test_time_slicing(lab_root, live, feedback):
-    check_config_map(find_object(load_yaml_documents(lab_root / FILE, FILE), "ConfigMap", "time-slicing-config"), FILE, feedback)
+def test_time_slicing(lab_root, live):
+    check_config_map(find_object(load_yaml_documents(lab_root / FILE, FILE), "ConfigMap", "time-slicing-config"), FILE)
     live_map = live.get("/api/v1/namespaces/gpu-operator/configmaps/time-slicing-config")
     expect(live_map, f"The ConfigMap gpu-operator/time-slicing-config is not in the cluster; apply {FILE}.")
-    check_config_map(live_map, "In the cluster", feedback)
+    check_config_map(live_map, "In the cluster")
 
     node = live.get("/api/v1/nodes/lab-node-1")
     expect(node, "The node lab-node-1 is not in the cluster.")

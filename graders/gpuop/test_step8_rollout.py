@@ -5,7 +5,7 @@ import re
 import pytest
 
 from pytest_gpulab.feedback import expect, fail, shown
-from pytest_gpulab.parsing import dig, quantity_bytes, read_key_values
+from pytest_gpulab.parsing import dig, find_object, load_yaml_documents, quantity_bytes, read_key_values
 
 pytestmark = pytest.mark.step(8, "Stalled DaemonSet rollout", points=15)
 
@@ -14,6 +14,7 @@ NEW_IMAGE = "nvcr.io/nvidia/k8s/container-toolkit:v1.17.0"
 NEW_IMAGE_END = "container-toolkit:v1.17.0"
 OLD_TAG = ":v1.16.2"
 REPORT = "out/rollout.txt"
+FILE = "k8s/toolkit-ds.yaml"
 STATUS_WAIT_SECONDS = 20
 PUSHED_TOO_EARLY_HINT = (
     "Common mistake 3: the new spec was pushed before the three v1.16.2 Pods were Ready, so every Pod was "
@@ -54,9 +55,28 @@ def stall_numbers(ds):
     return (status.get("desiredNumberScheduled"), status.get("updatedNumberScheduled", 0), status.get("numberReady", 0))
 
 
+def check_file(lab_root):
+    """The DaemonSet as written: the first spec or the changed one, whichever the file holds now."""
+    daemonset = find_object(load_yaml_documents(lab_root / FILE, FILE), "DaemonSet", "nvidia-container-toolkit")
+    expect(daemonset is not None, f"{FILE}: no DaemonSet named nvidia-container-toolkit.")
+    namespace = dig(daemonset, "metadata", "namespace")
+    expect(namespace == "gpu-operator", f"{FILE}: the DaemonSet's namespace should be gpu-operator, found {shown(namespace)}.")
+    max_unavailable = dig(daemonset, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
+    expect(str(max_unavailable) == "1", f"{FILE}: updateStrategy.rollingUpdate.maxUnavailable should be 1, found {shown(max_unavailable)}.")
+    image, memory = image_of(daemonset) or "", quantity_bytes(memory_request(daemonset))
+    first = image.endswith("container-toolkit:v1.16.2") and memory == 128 * 2**20
+    changed = image.endswith(NEW_IMAGE_END) and memory == 64 * 2**30
+    expect(
+        first or changed,
+        f"{FILE} should hold either the first spec (v1.16.2, 128Mi) or the changed one (v1.17.0, 64Gi); "
+        f"found image {shown(image or None)}, memory {shown(memory_request(daemonset))}.",
+    )
+
+
 def test_stalled_rollout(lab_root, live):
+    check_file(lab_root)
     ds = live.get(DS)
-    expect(ds, "The DaemonSet gpu-operator/nvidia-container-toolkit is not in the cluster; apply k8s/toolkit-ds.yaml.")
+    expect(ds, f"The DaemonSet gpu-operator/nvidia-container-toolkit is not in the cluster; apply {FILE}.")
     max_unavailable = dig(ds, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
     expect(str(max_unavailable) == "1", f"updateStrategy.rollingUpdate.maxUnavailable should be 1, found {shown(max_unavailable)}.")
     image = image_of(ds)
