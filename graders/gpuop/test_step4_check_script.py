@@ -72,6 +72,10 @@ def test_check_runtime_script(lab_root, learner_script, fake_containerd, feedbac
     expect(
         not without_nvidia.timed_out and not without_nvidia.flooded and without_nvidia.exit_code not in (0, None),
         f"Given a dump without runtimes.nvidia, {SCRIPT} {without_nvidia.describe()}; it should exit non-zero so the check can fail.",
+        hint=(
+            "That dump is the accident's node: it imports 99-nvidia.toml yet loaded only runc. "
+            "Look for containerd.runtimes.nvidia, not for the word nvidia."
+        ) if without_nvidia.exit_code == 0 else None,
         detail=runs,
     )
     expect(
