@@ -47,7 +47,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     learner_root = (Path(root_value).expanduser() if root_value else chosen.default_root).resolve()
     _stay_out_of(learner_root, early_config)
     if not getattr(namespace, "file_or_dir", None):
-        args.append(str(chosen.graders))
+        graders = str(chosen.graders)
+        args.append(graders)
+        # pytest imports the initial conftests from these paths, else from the current directory
+        # (often the learner's): only the graders' own conftest files are ever imported.
+        namespace.file_or_dir = [graders]
+        namespace.confcutdir = str(Path(graders).parent)
 
 
 def _within(path: Path | None, directory: Path) -> bool:

@@ -160,3 +160,14 @@ def test_grading_writes_nothing_into_the_learners_directory(pytester, form):
     result.assert_outcomes(failed=4, errors=4)
     written = {p.name for p in root.iterdir()} - {"stdout", "stderr"} - {p.name for p in root.glob("runpytest-*")}
     assert written == set()  # pytester's own records aside: no .pytest_cache, nothing else
+
+
+@pytest.mark.parametrize("where", ["lab-root", "cwd"])
+def test_a_learners_conftest_is_never_imported(pytester, tmp_path, where):
+    learner = pytester.path if where == "cwd" else tmp_path / "learner"
+    learner.mkdir(exist_ok=True)
+    ran = tmp_path / "conftest-ran"
+    (learner / "conftest.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    result = pytester.runpytest_subprocess("--lab", "gpuop", f"--lab-root={learner}", "--kubeconfig", str(tmp_path / "missing"))
+    result.assert_outcomes(failed=4, errors=4)
+    assert not ran.exists()
