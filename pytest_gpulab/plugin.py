@@ -82,6 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "step(number, title, points=1): the lab step a grader test checks, its title and its points.",
     )
     config.stash[settings_key] = settings_mod.resolve(config)
+    config.pluginmanager.register(JsonSummary(config), "gpulab-json-summary")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -93,12 +94,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Say now, to the author, when a grader lacks a valid step marker."""
+    """Check every grader's step marker now (an author error), and count every step as possible."""
     run = config.stash[settings_key]
     graders = Path(str(run.lab.graders)).resolve() if run.lab else None
+    results = config.stash.setdefault(results_key, {})
     for item in items:
         if item.get_closest_marker("step") or (graders and graders in Path(item.path).resolve().parents):
-            step_of(item)
+            results[item.nodeid] = StepRun(step_of(item))
 
 
 # -- results -------------------------------------------------------------------------
@@ -107,7 +109,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @dataclass
 class StepRun:
     step: StepInfo
-    passed: bool | None = None  # None until the test's call phase (or a failure) says
+    passed: bool | None = None  # None until the test's call phase (or a failure) says; never run: None
     notes: list[str] = field(default_factory=list)
 
 
@@ -116,13 +118,12 @@ results_key = pytest.StashKey[dict[str, StepRun]]()
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
-    """A wrong answer reads as the grader's sentence; each step's result is kept for the summary."""
+    """A wrong answer reads as the grader's sentence; each step's result is kept for the summaries."""
     report: pytest.TestReport = yield
     if call.excinfo is not None and isinstance(call.excinfo.value, StepFailed):
         report.longrepr = call.excinfo.value.learner_text()
-    step = step_of(item, strict=False)
-    if step is not None:
-        run = item.config.stash.setdefault(results_key, {}).setdefault(item.nodeid, StepRun(step))
+    run = item.config.stash.get(results_key, {}).get(item.nodeid)
+    if run is not None:
         if not report.passed:
             run.passed = False
         elif report.when == "call" and run.passed is None:
@@ -136,62 +137,89 @@ def notes_of(item: pytest.Item) -> list[str]:
     return [note for key, note in item.user_properties if key == "gpulab_note"]
 
 
+DETAIL_LIMIT = 20_000  # characters of JSON per failure's detail
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """JSON-shaped data: string keys, lists for sequences, text for anything else; bounded depth."""
+    if depth > 40:
+        return "..."
+    if isinstance(value, dict):
+        return {str(key): _plain(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(item, depth + 1) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
 def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    """The instructor's detail as JSON, never an error: a report must always be written."""
+    try:
+        text = json.dumps(_plain(value))
+    except (TypeError, ValueError, RecursionError) as error:
+        return f"(detail could not be recorded: {error})"
+    return json.loads(text) if len(text) <= DETAIL_LIMIT else text[:DETAIL_LIMIT] + " ...(cut)"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any]:
     """Each grader test carries its lab, step, title and points; a failure its feedback and detail."""
-    step = step_of(item, strict=False)
-    if step is None:
+    run = item.config.stash.get(results_key, {}).get(item.nodeid)
+    if run is None:
         return {}
-    run = item.config.stash[settings_key]
-    metadata: dict[str, Any] = {"lab": run.lab.name if run.lab else None, **step.as_dict()}
+    run_settings = item.config.stash[settings_key]
+    metadata: dict[str, Any] = {"lab": run_settings.lab.name if run_settings.lab else None, **run.step.as_dict()}
     notes = notes_of(item)
     if notes:
-        metadata["notes"] = list(notes)
-    if call.excinfo is not None:
+        metadata["notes"] = notes
+    if call.excinfo is not None and call.when in ("setup", "call"):
         error = call.excinfo.value
         if isinstance(error, StepFailed):
             metadata.update(feedback=error.message, hint=error.hint, detail=_json_safe(error.detail), internal_error=False)
-        elif not isinstance(error, (pytest.skip.Exception,)):
+        elif not isinstance(error, pytest.skip.Exception):
             metadata.update(feedback=None, internal_error=True, error=f"{type(error).__name__}: {error}")
     return metadata
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_json_modifyreport(json_report: dict[str, Any]) -> None:
-    """A per-step summary for autograders: points earned out of points possible."""
-    graded = [t for t in json_report.get("tests", []) if "step" in (t.get("metadata") or {})]
-    if not graded:
-        return
-    scores = tally(
-        (StepInfo(t["metadata"]["step"], t["metadata"]["title"], t["metadata"]["points"]), t["nodeid"], t["outcome"] == "passed")
-        for t in graded
-    )
-    json_report["gpulab"] = {
-        "lab": graded[0]["metadata"]["lab"],
-        "earned": sum(score.earned for score in scores),
-        "possible": sum(score.step.points for score in scores),
-        "steps": [
-            {**score.step.as_dict(), "earned": score.earned, "passed": score.passed, "nodeids": score.nodeids}
-            for score in scores
-        ],
-    }
+def _scores(config: pytest.Config) -> list:
+    """Every collected step, earned only when all its tests ran and passed."""
+    return tally((run.step, nodeid, run.passed is True) for nodeid, run in config.stash.get(results_key, {}).items())
+
+
+class JsonSummary:
+    """pytest-json-report's hook, bound to this run's config: the per-step totals for autograders."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
+        scores = _scores(self.config)
+        run_settings = self.config.stash[settings_key]
+        if not scores:
+            return
+        json_report["gpulab"] = {
+            "lab": run_settings.lab.name if run_settings.lab else None,
+            "earned": sum(score.earned for score in scores),
+            "possible": sum(score.step.points for score in scores),
+            "steps": [
+                {**score.step.as_dict(), "earned": score.earned, "passed": score.passed, "nodeids": score.nodeids}
+                for score in scores
+            ],
+        }
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    runs = config.stash.get(results_key, {})
     run_settings = config.stash[settings_key]
-    if not runs or run_settings.lab is None:
+    scores = _scores(config)
+    if not scores or run_settings.lab is None:
         return
     terminalreporter.section(f"lab {run_settings.lab.name}")
-    scores = tally((run.step, nodeid, bool(run.passed)) for nodeid, run in runs.items())
     for score in scores:
         mark = "PASS" if score.passed else "FAIL"
         terminalreporter.write_line(f"step {score.step.number}: {mark}  {score.step.title} ({score.earned}/{score.step.points})")
     terminalreporter.write_line(f"total: {sum(s.earned for s in scores)}/{sum(s.step.points for s in scores)} points")
-    for nodeid, run in runs.items():
+    for run in config.stash.get(results_key, {}).values():
         for note in run.notes:
             terminalreporter.write_line(f"note on step {run.step.number}: {note}")

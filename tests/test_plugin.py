@@ -171,3 +171,34 @@ def test_a_learners_conftest_is_never_imported(pytester, tmp_path, where):
     result = pytester.runpytest_subprocess("--lab", "gpuop", f"--lab-root={learner}", "--kubeconfig", str(tmp_path / "missing"))
     result.assert_outcomes(failed=4, errors=4)
     assert not ran.exists()
+
+
+def test_steps_that_never_ran_still_count_as_possible(pytester):
+    pytester.makepyfile(test_grader=GRADER)
+    report_path = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_grader.py", "-x", "--json-report", f"--json-report-file={report_path}")
+    result.stdout.fnmatch_lines(["*step 3: FAIL*", "*step 4: FAIL*", "*step 5: FAIL  Fine (0/1)*", "*total: 0/10 points*"])
+    assert json.loads(report_path.read_text())["gpulab"]["possible"] == 10
+
+
+def test_any_detail_is_recorded_and_the_report_is_written(pytester):
+    pytester.makepyfile(test_odd='''
+import datetime
+import pytest
+from pytest_gpulab.feedback import fail
+
+@pytest.mark.step(1, "Odd detail")
+def test_odd():
+    nested = {}
+    node = nested
+    for _ in range(100):
+        node["next"] = node = {}
+    fail("Wrong.", detail={datetime.date(2024, 1, 1): {1: object()}, "deep": nested, "big": "x" * 50000})
+''')
+    report_path = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_odd.py", "--json-report", f"--json-report-file={report_path}")
+    result.assert_outcomes(failed=1)
+    metadata = json.loads(report_path.read_text())["tests"][0]["metadata"]
+    assert metadata["feedback"] == "Wrong." and metadata["internal_error"] is False
+    assert isinstance(metadata["detail"], str) and metadata["detail"].endswith("...(cut)")
+    assert '"2024-01-01"' in metadata["detail"]
