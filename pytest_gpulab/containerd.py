@@ -3,9 +3,10 @@
 ``FakeContainerd(directory)`` writes a small launcher at
 ``directory/bin/containerd`` that runs the shipped stand-in
 (``fake_containerd/containerd``) with its state in ``directory/state``. The
-grader chooses what ``containerd config dump`` prints (a shipped dump by name,
-TOML text, or a file), runs the script with ``bin_dir`` prepended to PATH and
-then reads back every invocation the stand-in recorded.
+grader chooses what ``containerd config dump`` prints (``serve_dump`` for a
+shipped dump by name, ``serve_text`` for TOML text, ``serve_path`` for a
+file), runs the script with ``bin_dir`` prepended to PATH and then reads back
+every invocation the stand-in recorded.
 
 ``generate_dump()`` renders a realistic dump for any set of runtime handlers,
 in the version-2 (containerd 1.7) or version-3 (containerd 2.x) layout.
@@ -127,32 +128,30 @@ class FakeContainerd:
 
     # -- what `config dump` prints -------------------------------------------
 
-    def available_dumps(self) -> list[str]:
-        return available_dumps()
+    def serve_dump(self, name: str) -> Path:
+        """Serve a shipped dump, by stem (``v2-runc-nvidia``) or file name.
 
-    def serve(self, name_or_text: str) -> Path:
-        """Serve a shipped dump (by stem) or, failing that, the given TOML text."""
-        stem = name_or_text[:-5] if name_or_text.endswith(".toml") else name_or_text
-        if stem in available_dumps():
-            return self.serve_path(dump_path(stem))
-        self.dump_file.write_text(name_or_text, encoding="utf-8")
+        Raises KeyError, naming the shipped dumps, for an unknown name: a
+        misspelled name is never served as TOML text (use ``serve_text``).
+        """
+        try:
+            path = dump_path(name)
+        except KeyError:
+            raise KeyError(
+                f"no shipped containerd dump named {name!r}; "
+                f"available: {', '.join(available_dumps())}"
+            ) from None
+        return self.serve_path(path)
+
+    def serve_text(self, text: str) -> Path:
+        """Serve the given TOML text."""
+        self.dump_file.write_text(text, encoding="utf-8")
         return self.dump_file
 
     def serve_path(self, path: Path) -> Path:
         """Serve the bytes of a file."""
         shutil.copyfile(Path(path), self.dump_file)
         return self.dump_file
-
-    def served(self) -> str | None:
-        """The text `config dump` currently prints, or None."""
-        try:
-            return self.dump_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-
-    def clear(self) -> None:
-        """Choose no dump: `config dump` then fails."""
-        self.dump_file.unlink(missing_ok=True)
 
     # -- what the script asked -----------------------------------------------
 

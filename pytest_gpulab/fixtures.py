@@ -131,7 +131,7 @@ class LearnerScripts:
         if not script.is_file():
             fail(f"{script} does not exist; create it as the step asks.")
         if dump is not None:
-            self.fake_containerd.serve(dump)
+            self.fake_containerd.serve_dump(dump)
         path_prefix: Sequence[Path] = [self.fake_containerd.bin_dir]
         if (self.tools_dir / "kubectl").exists():
             path_prefix = [*path_prefix, self.tools_dir]

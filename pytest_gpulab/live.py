@@ -16,6 +16,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
+from .feedback import fail
 from .kwok import wait_until
 
 REQUEST_TIMEOUT = 10
@@ -60,19 +61,29 @@ class LiveCluster:
             reason = getattr(error, "reason", None) or error
             raise ClusterUnreachable(f"the API server at {self.api_client.configuration.host} did not answer ({reason})") from None
 
-    def get(self, path: str) -> dict[str, Any] | None:
-        """The object at ``path`` (e.g. ``/api/v1/nodes/lab-node-0``), or None if it does not exist."""
+    def get(self, path: str, **query: str) -> dict[str, Any] | None:
+        """The object at ``path`` (e.g. ``/api/v1/nodes/lab-node-0``), or None if it does not exist.
+
+        Any other failure (the API server stopped, a refusal, an answer that is not JSON) fails
+        the step with a sentence, never a traceback.
+        """
         try:
-            return self._request(path)
+            return self._request(path, query)
         except ApiException as error:
             if error.status == 404:
                 return None
-            raise
+            problem = f"answered {error.status} {error.reason}"
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+            problem = f"did not answer ({getattr(error, 'reason', None) or error})"
+        fail(
+            f"The lab cluster {problem} when the grader read {path}. Check that it is still running "
+            "(kubectl get nodes), then grade again.",
+            detail={"path": path, "host": self.api_client.configuration.host},
+        )
 
     def list(self, path: str, **query: str) -> list[dict[str, Any]]:
         """The items of the list at ``path``; ``query`` e.g. ``labelSelector=...``."""
-        result = self.get(path) if not query else self._request(path, query)
-        return (result or {}).get("items", [])
+        return (self.get(path, **query) or {}).get("items", [])
 
     def wait_for(self, path: str, predicate: Callable[[dict[str, Any] | None], bool], timeout: float) -> dict[str, Any] | None:
         """Poll the object at ``path`` until ``predicate`` holds; the last object read either way."""

@@ -45,10 +45,6 @@ def _human_bytes(n: int) -> str:
     return f"{n} bytes"
 
 
-def _human_seconds(s: float) -> str:
-    return f"{s:g}"
-
-
 @dataclass
 class ScriptResult:
     command: list[str]
@@ -68,16 +64,12 @@ class ScriptResult:
     signal: int | None = None  # the signal that ended it, if it was not us
     start_error: str | None = None  # the script could not be started at all
 
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not (self.timed_out or self.flooded)
-
     def describe(self) -> str:
         """A short human summary: "exited 1", "was stopped after 20 s (timeout)"."""
         if self.start_error is not None:
             return f"could not be started: {self.start_error}"
         if self.timed_out:
-            return f"was stopped after {_human_seconds(self.timeout)} s (timeout)"
+            return f"was stopped after {self.timeout:g} s (timeout)"
         if self.flooded:
             return f"was stopped: it printed more than {_human_bytes(self.kill_after_bytes)}"
         if self.exit_code is not None:
@@ -92,9 +84,6 @@ class ScriptResult:
 
     def stdout_lines(self) -> list[str]:
         return self.stdout.splitlines()
-
-    def stderr_lines(self) -> list[str]:
-        return self.stderr.splitlines()
 
 
 class _Stream:
@@ -179,6 +168,16 @@ def _shebang(script: Path) -> str | None:
     return first[2:].rstrip(b"\n").decode("utf-8", errors="replace").strip(" \t")
 
 
+def _start_reason(exc: BaseException, script: Path) -> str:
+    """Why starting failed, naming the file at fault when it is not the script."""
+    if not isinstance(exc, OSError):
+        return str(exc) or type(exc).__name__
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None and str(exc.filename) != str(script):
+        reason += f" ({exc.filename})"
+    return reason
+
+
 def run_script(
     script: Path,
     args: Sequence[str] = (),
@@ -194,6 +193,9 @@ def run_script(
 
     A script without the exec bit is run as ``bash script args...``
     (``ran_with_bash``), as is an executable one without a ``#!`` line.
+    A script that cannot be started (no permission, a missing ``#!``
+    interpreter, no bash...) does not raise: the result has ``start_error``
+    set and ``describe()`` says "could not be started: ...".
     Raises FileNotFoundError when the script does not exist (or is not a
     file) and NotADirectoryError when ``cwd`` is not a directory.
     """
@@ -233,37 +235,48 @@ def run_script(
             close_fds=True,
         )
 
+    def not_started(reason: str, exit_code: int | None) -> ScriptResult:
+        return ScriptResult(
+            command=command,
+            exit_code=exit_code,
+            stdout="",
+            stderr=f"{script}: {reason}",
+            timed_out=False,
+            flooded=False,
+            ran_with_bash=ran_with_bash,
+            duration=time.monotonic() - started,
+            timeout=timeout,
+            kill_after_bytes=kill_after_bytes,
+            start_error=reason,
+        )
+
     try:
         proc = spawn(command)
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         if ran_with_bash:
-            raise
-        if exc.errno in (errno.ENOEXEC, errno.EACCES):
+            return not_started(_start_reason(exc, script), None)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOEXEC, errno.EACCES):
             # No #! line (a shell would fall back to sh), or a noexec mount.
             ran_with_bash = True
             command = with_bash
-            proc = spawn(command)
+            try:
+                proc = spawn(command)
+            except (OSError, subprocess.SubprocessError) as again:
+                return not_started(_start_reason(again, script), None)
         else:
             interpreter = _shebang(script)
-            if exc.errno == errno.ENOENT and interpreter is not None:
+            if (
+                isinstance(exc, OSError)
+                and exc.errno == errno.ENOENT
+                and interpreter is not None
+                and str(exc.filename) != str(cwd)
+            ):
                 reason = f"its #! line names {interpreter!r}, which does not exist"
                 if interpreter.endswith("\r"):
                     reason += " (the file has Windows CRLF line endings)"
             else:
-                reason = exc.strerror or str(exc)
-            return ScriptResult(
-                command=command,
-                exit_code=126,
-                stdout="",
-                stderr=f"{script}: {reason}",
-                timed_out=False,
-                flooded=False,
-                ran_with_bash=False,
-                duration=time.monotonic() - started,
-                timeout=timeout,
-                kill_after_bytes=kill_after_bytes,
-                start_error=reason,
-            )
+                reason = _start_reason(exc, script)
+            return not_started(reason, 126)
 
     stop = threading.Event()
     flood = threading.Event()

@@ -121,34 +121,44 @@ def test_launcher_layout(fake, tmp_path):
 
 
 def test_config_dump_prints_the_chosen_dump(fake):
-    fake.serve("v2-runc-nvidia")
+    assert fake.serve_dump("v2-runc-nvidia") == fake.dump_file
     result = run(fake, "config", "dump")
     assert result.returncode == 0, result.stderr
     assert result.stdout == dump_path("v2-runc-nvidia").read_bytes()
-    fake.serve("v3-runc-only.toml")  # a file name works as well as a stem
+    fake.serve_dump("v3-runc-only.toml")  # a file name works as well as a stem
     assert run(fake, "config", "dump").stdout == dump_path("v3-runc-only").read_bytes()
 
 
-def test_serve_text_and_path_and_clear(fake, tmp_path):
-    fake.serve("version = 2\n# custom\n")
+def test_serve_dump_rejects_unknown_names(fake):
+    fake.serve_text("version = 2\n")
+    for name in ["no-such-dump", "v2-runc-nvidai", "version = 2\n"]:
+        with pytest.raises(KeyError) as info:
+            fake.serve_dump(name)
+        message = info.value.args[0]
+        assert repr(name) in message
+        for available in available_dumps():
+            assert available in message
+    # Nothing was served in its place.
+    assert fake.dump_file.read_text() == "version = 2\n"
+
+
+def test_serve_text_and_path(fake, tmp_path):
+    assert fake.serve_text("version = 2\n# custom\n") == fake.dump_file
     assert run(fake, "config", "dump").stdout == b"version = 2\n# custom\n"
-    assert fake.served() == "version = 2\n# custom\n"
+    # Text that happens to be a dump's name is served as text.
+    fake.serve_text("v2-runc-nvidia")
+    assert run(fake, "config", "dump").stdout == b"v2-runc-nvidia"
     other = tmp_path / "mine.toml"
     other.write_bytes(b"version = 3\n")
-    fake.serve_path(other)
+    assert fake.serve_path(other) == fake.dump_file
     assert run(fake, "config", "dump").stdout == b"version = 3\n"
-    fake.clear()
-    assert fake.served() is None
-    result = run(fake, "config", "dump")
-    assert result.returncode == 1
-    assert result.stdout == b""
-    assert b"no configuration has been chosen" in result.stderr
 
 
 def test_no_dump_chosen_fails(fake):
     result = run(fake, "config", "dump")
     assert result.returncode == 1
-    assert result.stderr.strip()
+    assert result.stdout == b""
+    assert b"no configuration has been chosen" in result.stderr
 
 
 @pytest.mark.parametrize("flag", [["--version"], ["-v"], ["version"], ["-l", "debug", "--version"]])
@@ -174,7 +184,7 @@ def test_version(fake, flag):
     ],
 )
 def test_other_commands_are_rejected(fake, argv):
-    fake.serve("v2-runc-nvidia")
+    fake.serve_dump("v2-runc-nvidia")
     result = run(fake, *argv)
     assert result.returncode == 2
     assert result.stdout == b""
@@ -196,7 +206,7 @@ def test_other_commands_are_rejected(fake, argv):
     ],
 )
 def test_global_flags_are_accepted_and_ignored(fake, globals_):
-    fake.serve("v2-runc-only")
+    fake.serve_dump("v2-runc-only")
     result = run(fake, *globals_, "config", "dump")
     assert result.returncode == 0, result.stderr
     assert result.stdout == dump_path("v2-runc-only").read_bytes()
@@ -205,7 +215,7 @@ def test_global_flags_are_accepted_and_ignored(fake, globals_):
 
 
 def test_every_call_is_recorded(fake):
-    fake.serve("v2-runc-nvidia")
+    fake.serve_dump("v2-runc-nvidia")
     run(fake)
     run(fake, "--version")
     run(fake, "config", "default")
@@ -275,14 +285,14 @@ def test_launcher_from_bash_script_on_path(tmp_path):
         ("v2-partial-nvidia", 0),
         ("v2-partial-runc", 1),
     ]:
-        fake.serve(name)
+        fake.serve_dump(name)
         assert check() == expected, name
     assert fake.calls() == [["config", "dump"]] * 6
     assert fake.asked_for_config_dump()
 
 
 def test_learner_cannot_redirect_the_state(tmp_path, fake):
-    fake.serve("v2-runc-nvidia")
+    fake.serve_dump("v2-runc-nvidia")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = dict(os.environ, GPULAB_FAKE_CONTAINERD_STATE=str(elsewhere))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from pytest_gpulab.kwok import wait_until
 from pytest_gpulab.runner import ScriptResult, run_script
 
 
@@ -25,18 +28,16 @@ def scratch(tmp_path: Path) -> Path:
 
 
 def gone(pid: int, within: float = 2.0) -> bool:
-    """Whether the process has ended (absent, or a zombie nobody reaped yet)."""
-    deadline = time.monotonic() + within
-    while True:
+    """Whether the process ends within ``within`` s (absent, or a zombie nobody reaped yet)."""
+
+    def ended() -> bool:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except (FileNotFoundError, ProcessLookupError):
             return True
-        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+        return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+    return bool(wait_until(ended, within, interval=0.05))
 
 
 def test_exit_codes_and_output(tmp_path, scratch):
@@ -149,6 +150,41 @@ def test_crlf_shebang_is_explained(tmp_path, scratch):
     assert "CRLF" in result.describe()
 
 
+def test_popen_permission_error_is_a_result(tmp_path, scratch, monkeypatch):
+    # As root a PermissionError is hard to provoke for real; whatever Popen
+    # raises, run_script reports it instead of raising.
+    def refuse(cmd, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", cmd[0])
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    # Executable: the direct exec fails with EACCES, then the bash fallback too.
+    script = write(tmp_path / "s.sh", "#!/bin/bash\necho hi\n")
+    result = run_script(script, cwd=scratch)
+    assert result.start_error is not None and "Permission denied" in result.start_error
+    assert result.exit_code is None
+    assert result.ran_with_bash
+    assert result.describe().startswith("could not be started: Permission denied")
+    assert not (result.timed_out or result.flooded) and result.stdout == ""
+    # Not executable: only the bash path is tried.
+    plain = write(tmp_path / "plain.sh", "echo hi\n", executable=False)
+    result = run_script(plain, cwd=scratch)
+    assert result.exit_code is None and result.ran_with_bash
+    assert result.describe().startswith("could not be started: Permission denied")
+
+
+def test_bash_that_cannot_run_is_a_result(tmp_path, scratch):
+    # The bash fallback finds a "bash" that cannot be executed (no #! line).
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    write(tools / "bash", "\x7fnot an executable\n")
+    script = write(tmp_path / "plain.sh", "echo hi\n", executable=False)
+    result = run_script(script, cwd=scratch, extra_env={"PATH": str(tools)})
+    assert result.ran_with_bash and result.command[0] == str(tools / "bash")
+    assert result.exit_code is None
+    assert result.start_error is not None and str(tools / "bash") in result.start_error
+    assert result.describe() == f"could not be started: {result.start_error}"
+
+
 def test_missing_script_raises(tmp_path, scratch):
     with pytest.raises(FileNotFoundError):
         run_script(tmp_path / "nope.sh", cwd=scratch)
@@ -213,9 +249,9 @@ def test_runs_the_fake_containerd(tmp_path, scratch):
         tmp_path / "check-runtime.sh",
         "#!/bin/bash\ncontainerd config dump | grep -q containerd.runtimes.nvidia\n",
     )
-    fake.serve("v3-runc-nvidia")
+    fake.serve_dump("v3-runc-nvidia")
     assert run_script(script, cwd=scratch, path_prefix=[fake.bin_dir]).exit_code == 0
-    fake.serve("v3-runc-only")
+    fake.serve_dump("v3-runc-only")
     assert run_script(script, cwd=scratch, path_prefix=[fake.bin_dir]).exit_code == 1
     assert fake.asked_for_config_dump()
 
