@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from . import toolchain
 from .kwok import KwokCluster, KwokClusterError
-from .labs import LABS, UnknownLab
+from .labs import LABS, UnknownLab, gradable_labs
 from .settings import gpulab_up_kubeconfig
 
 
@@ -50,8 +51,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     else:
         cluster.start()
         print(f"the {args.lab} lab cluster is up in {cluster.startup_seconds:.1f}s", file=sys.stderr)
-    print(f"export KUBECONFIG={kubeconfig}")
-    print(f"export PATH={toolchain.bin_dir()}:$PATH")
+    print(f"export KUBECONFIG={shlex.quote(str(kubeconfig))}")
+    print(f"export PATH={shlex.quote(str(toolchain.bin_dir()))}:\"$PATH\"")
     return 0
 
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("lab", choices=sorted(LABS))
         sub.set_defaults(run=run)
     demo = commands.add_parser("demo", help="grade the lab's reference solution on a fresh cluster")
-    demo.add_argument("lab", choices=sorted(LABS))
+    demo.add_argument("lab", choices=gradable_labs())
     demo.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
     demo.set_defaults(run=cmd_demo)
     args = parser.parse_args(argv)

@@ -83,14 +83,19 @@ def resolve_import(glob: str, config_dir: Path, host_config_dir: str = "/etc/con
 
 
 def glob_matches(glob: str, config_dir: Path, host_config_dir: str = "/etc/containerd") -> list[Path]:
-    """The files an imports glob matches in the learner's tree, sorted."""
-    target = resolve_import(glob, config_dir, host_config_dir)
-    anchor = Path(target.anchor) if target.is_absolute() else Path(".")
-    pattern = str(target.relative_to(anchor)) if target.is_absolute() else str(target)
-    if not pattern:
+    """The files an imports glob matches in the learner's tree, sorted.
+
+    Only the lab's containerd folder is searched: a glob pointing elsewhere (or climbing out
+    with ``..``) matches nothing there. ``*`` stays within one folder, as in Go's filepath.Glob.
+    """
+    try:
+        relative = resolve_import(glob, config_dir, host_config_dir).relative_to(config_dir)
+    except ValueError:
+        return []
+    if not relative.parts or ".." in relative.parts or "**" in relative.parts:
         return []
     try:
-        return sorted(path for path in anchor.glob(pattern) if path.is_file())
+        return sorted(path for path in config_dir.glob(str(relative)) if path.is_file())
     except (ValueError, OSError):
         return []
 

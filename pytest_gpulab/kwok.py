@@ -27,6 +27,7 @@ from typing import Any
 
 from . import toolchain
 from .labs import NodeSpec, get_lab
+from .waiting import wait_until
 
 KWOKCTL_BINARIES = {
     "--etcd-binary": "etcd",
@@ -39,18 +40,6 @@ KWOKCTL_BINARIES = {
 
 class KwokClusterError(RuntimeError):
     """The lab cluster could not be started, reached or stopped; says what to do."""
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
-    """Poll ``condition`` until it returns something truthy; return it, or None at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
 
 
 def _port_is_free(port: int) -> bool:
@@ -197,11 +186,16 @@ class KwokCluster:
         if self.workdir is None or not self.cluster_dir.exists():
             return
         # kwokctl refuses an empty --kubeconfig here; a path of our own keeps ~/.kube/config untouched.
-        result = subprocess.run(
-            [str(self.bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name,
-             "--kubeconfig", str(self.workdir / "unused-kubeconfig.yaml")],
-            env=self.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
-        )
+        try:
+            result = subprocess.run(
+                [str(self.bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name,
+                 "--kubeconfig", str(self.workdir / "unused-kubeconfig.yaml")],
+                env=self.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+            )
+        except subprocess.TimeoutExpired:
+            if check:
+                raise KwokClusterError(f"kwokctl did not delete the cluster {self.name} within 120s; see {self.cluster_dir}") from None
+            return
         if check and result.returncode != 0:
             raise KwokClusterError(
                 f"kwokctl could not delete the cluster {self.name} (its processes may still run; "

@@ -17,7 +17,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from .feedback import fail
-from .kwok import wait_until
+from .waiting import wait_until
 
 REQUEST_TIMEOUT = 10
 

@@ -27,7 +27,11 @@ def read_text(path: Path, display: str | None = None) -> str:
         fail(f"{display} does not exist; create it as the step asks.")
     if not path.is_file():
         fail(f"{display} is not a regular file.")
-    data = path.read_bytes()[: MAX_FILE_BYTES + 1]
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        fail(f"{display} could not be read ({error.strerror or error}).")
     if len(data) > MAX_FILE_BYTES:
         fail(f"{display} is larger than 1 MiB; it should be a small text file.")
     try:
@@ -45,6 +49,8 @@ def load_toml(path: Path, display: str | None = None) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         fail(f"{display} is not valid TOML: {error}. Read it with tomllib to find the broken line.")
+    except RecursionError:
+        fail(f"{display} is nested too deeply to be a containerd configuration.")
 
 
 def load_yaml_documents(path: Path, display: str | None = None) -> list[dict[str, Any]]:
@@ -56,6 +62,8 @@ def load_yaml_documents(path: Path, display: str | None = None) -> list[dict[str
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as error:
         fail(f"{display} is not valid YAML: {' '.join(str(error).split())}")
+    except RecursionError:
+        fail(f"{display} is nested too deeply to be a Kubernetes manifest.")
     objects: list[dict[str, Any]] = []
     for document in documents:
         if document is None:

@@ -43,9 +43,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     chosen = settings_mod.lab_from(early_config, namespace=namespace)
     if chosen is None:
         return
-    root_value = settings_mod.raw_value(early_config, settings_mod.LAB_ROOT, namespace=namespace)
-    learner_root = (Path(root_value).expanduser() if root_value else chosen.default_root).resolve()
-    _stay_out_of(learner_root, early_config)
+    _stay_out_of(settings_mod.lab_root_from(early_config, chosen, namespace=namespace).resolve(), early_config)
     if not getattr(namespace, "file_or_dir", None):
         graders = str(chosen.graders)
         args.append(graders)
@@ -89,7 +87,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     run = config.stash[settings_key]
     if run.lab is None:
         return []
-    cluster = "a fresh ephemeral lab cluster" if run.lab_cluster == "ephemeral" else (run.kubeconfig or "~/.kube/config")
+    cluster = (
+        "a fresh ephemeral lab cluster" if run.lab_cluster == "ephemeral"
+        else settings_mod.effective_kubeconfig(run.kubeconfig, run.lab) or "~/.kube/config"
+    )
     return [f"gpulab: lab {run.lab.name}, learner root {run.lab_root}, cluster {cluster}"]
 
 

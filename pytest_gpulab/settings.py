@@ -1,12 +1,12 @@
 """The run's settings: each one an option, an ini setting and an environment variable.
 
 Precedence, lowest first: ini setting < environment variable < command-line
-option < ``step`` marker (where a marker carries the setting). One help text
-serves the option and the ini setting.
+option. One help text serves the option and the ini setting.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,16 +86,29 @@ def lab_from(config: pytest.Config, *, namespace: object | None = None) -> Lab |
         raise pytest.UsageError(f"{error}. Run e.g. `pytest --lab gpuop`.") from None
 
 
+def lab_root_from(config: pytest.Config, lab: Lab | None, *, namespace: object | None = None) -> Path | None:
+    """The learner's directory: the setting, else the lab's own."""
+    value = raw_value(config, LAB_ROOT, namespace=namespace)
+    return Path(value).expanduser() if value else (lab.default_root if lab else None)
+
+
 def gpulab_up_kubeconfig(lab: str) -> Path:
     """Where ``gpulab up LAB`` keeps the kubeconfig of the cluster it started."""
     return toolchain.cache_root() / "clusters" / lab / "clusters" / f"gpulab-{lab}" / "kubeconfig.yaml"
+
+
+def effective_kubeconfig(kubeconfig: str | None, lab: Lab) -> str | None:
+    """The kubeconfig as set, else the `gpulab up` cluster's if it exists (None: ~/.kube/config)."""
+    if kubeconfig is None and gpulab_up_kubeconfig(lab.name).exists():
+        return str(gpulab_up_kubeconfig(lab.name))
+    return kubeconfig
 
 
 @dataclass(frozen=True)
 class RunSettings:
     lab: Lab | None
     lab_root: Path | None
-    kubeconfig: str | None
+    kubeconfig: str | None  # as set; None: the `gpulab up` cluster's if there is one, else ~/.kube/config
     lab_cluster: str
     script_timeout: float
 
@@ -103,12 +116,9 @@ class RunSettings:
 def resolve(config: pytest.Config) -> RunSettings:
     """Read and validate every setting; cheap, no cluster or file access."""
     lab = lab_from(config)
-    root_value = raw_value(config, LAB_ROOT)
-    lab_root = Path(root_value).expanduser() if root_value else (lab.default_root if lab else None)
+    lab_root = lab_root_from(config, lab)
 
     kubeconfig = raw_value(config, KUBECONFIG)
-    if kubeconfig is None and lab is not None and gpulab_up_kubeconfig(lab.name).exists():
-        kubeconfig = str(gpulab_up_kubeconfig(lab.name))
 
     lab_cluster = raw_value(config, LAB_CLUSTER) or "existing"
     if lab_cluster not in LAB_CLUSTER_CHOICES:
@@ -121,6 +131,6 @@ def resolve(config: pytest.Config) -> RunSettings:
         script_timeout = float(timeout_value) if timeout_value else DEFAULT_SCRIPT_TIMEOUT
     except ValueError:
         script_timeout = -1.0
-    if not script_timeout > 0:
+    if not (script_timeout > 0 and math.isfinite(script_timeout)):
         raise pytest.UsageError(f"the script timeout must be a positive number of seconds, got {timeout_value!r}.")
     return RunSettings(lab, lab_root, kubeconfig, lab_cluster, script_timeout)

@@ -1,13 +1,16 @@
 """`gpulab up/down` and the plugin's cluster choices, on real lab clusters."""
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from processes import processes_mentioning, running_commands
-from pytest_gpulab.kwok import wait_until
+from pytest_gpulab.waiting import wait_until
 
 
 def gpulab(*args, env=None):
@@ -15,12 +18,19 @@ def gpulab(*args, env=None):
                           stdin=subprocess.DEVNULL, timeout=300, env=env)
 
 
-def test_up_is_found_by_the_grader_and_down_removes_it(pytester, monkeypatch, tmp_path):
+@pytest.fixture
+def isolated_cache(monkeypatch, tmp_path):
+    """`gpulab up` state of this test's own; whatever the test does, its cluster is taken down."""
     monkeypatch.setenv("GPULAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("KUBECONFIG", raising=False)
+    yield tmp_path / "cache"
+    gpulab("down", "gpuop")
+
+
+def test_up_is_found_by_the_grader_and_down_removes_it(pytester, isolated_cache, tmp_path):
     up = gpulab("up", "gpuop")
     assert up.returncode == 0, up.stderr
-    kubeconfig = Path(up.stdout.split("export KUBECONFIG=")[1].split()[0])
+    kubeconfig = Path(shlex.split(up.stdout.split("export KUBECONFIG=")[1].splitlines()[0])[0])
     assert kubeconfig.is_file() and str(tmp_path) in str(kubeconfig)
     assert "already up" in gpulab("up", "gpuop").stderr
 

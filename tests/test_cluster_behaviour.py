@@ -2,7 +2,8 @@
 
 import json
 
-from pytest_gpulab.kwok import KwokCluster, wait_until
+from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.waiting import wait_until
 from pytest_gpulab.labs import NodeSpec
 
 

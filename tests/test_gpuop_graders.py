@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpuop_variants import FORMS, TRAPS, Variant, copy_root
-from pytest_gpulab.kwok import KwokCluster, wait_until
+from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.waiting import wait_until
 
 SOLVE = Path(str(resources.files("pytest_gpulab.reference") / "gpuop" / "solve.sh"))
 ALL_STEPS = set(range(1, 9))

@@ -1,11 +1,14 @@
 """Lenient on form, strict on meaning: the readers every grader uses."""
 
+import os
+
 import pytest
 
 from pytest_gpulab.containerd_toml import glob_matches, imports_of, parse_key_path
 from pytest_gpulab.feedback import StepFailed
 from pytest_gpulab.parsing import (
     load_toml,
+    load_yaml_documents,
     parse_key_values,
     parse_quantity_number,
     parse_yes_no,
@@ -90,6 +93,9 @@ def test_imports_globs_resolve_like_containerd(tmp_path):
     assert glob_matches("/etc/containerd/conf.d/*.toml", etc) == [dropin]
     assert glob_matches(f"{etc}/conf.d/*.toml", etc) == [dropin]
     assert glob_matches("/etc/containerd/conf.d/*.conf", etc) == []
+    assert glob_matches("/**/*.toml", etc) == []  # never a walk of the whole filesystem
+    assert glob_matches("../containerd/conf.d/*.toml", etc) == []
+    assert glob_matches("/opt/elsewhere/*.toml", etc) == []
     assert imports_of({"imports": "conf.d/*.toml"}) == ["conf.d/*.toml"]
     assert imports_of({"plugins": {"x": {"imports": ["a"]}}}) == ["a"]
 
@@ -115,3 +121,31 @@ def test_text_is_read_with_crlf_folded_and_a_bom_dropped(tmp_path):
 @pytest.mark.parametrize(("written", "number"), [("64Gi", 64 * 2**30), ("65536Mi", 64 * 2**30), ("128Mi", 128 * 2**20), ("1G", 10**9), ("64GiB", None), (None, None)])
 def test_kubernetes_quantities(written, number):
     assert quantity_bytes(written) == number
+
+
+def test_deep_nesting_is_a_sentence_not_a_crash(tmp_path):
+    toml_path, yaml_path = tmp_path / "deep.toml", tmp_path / "deep.yaml"
+    toml_path.write_text("a = " + "[" * 5000 + "]" * 5000)
+    yaml_path.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(StepFailed, match="nested too deeply"):
+        load_toml(toml_path)
+    with pytest.raises(StepFailed, match="nested too deeply"):
+        load_yaml_documents(yaml_path)
+
+
+def test_special_files_are_not_read(tmp_path):
+    fifo = tmp_path / "merge.txt"
+    os.mkfifo(fifo)  # reading it would block forever
+    with pytest.raises(StepFailed, match="not a regular file"):
+        read_text(fifo)
+    (tmp_path / "zero.txt").symlink_to("/dev/zero")
+    with pytest.raises(StepFailed, match="not a regular file"):
+        read_text(tmp_path / "zero.txt")
+
+
+def test_a_huge_file_is_refused_after_reading_at_most_a_little_more_than_the_limit(tmp_path):
+    path = tmp_path / "huge.txt"
+    with path.open("wb") as handle:
+        handle.truncate(10 * 1024**3)  # sparse: 10 GiB that take no disk
+    with pytest.raises(StepFailed, match="larger than 1 MiB"):
+        read_text(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.kwok import wait_until
+from pytest_gpulab.waiting import wait_until
 from pytest_gpulab.runner import ScriptResult, run_script
 
 

@@ -47,7 +47,7 @@ def test_nvidia_dropin(lab_root):
     if isinstance(main_systemd, bool):
         expect(
             main_systemd == systemd,
-            f"The cgroup driver disagrees: SystemdCgroup is {systemd} here but {main_systemd} for runc in the main file.",
+            f"The cgroup driver disagrees: SystemdCgroup is {shown(systemd)} here but {shown(main_systemd)} for runc in the main file.",
             hint="Both runtimes of one node must use the same cgroup driver.",
         )
     globs = imports_of(main)

@@ -16,7 +16,8 @@ POD_FILE = "k8s/gpu-pod.yaml"
 
 def gpu_limit(pod):
     """The nvidia.com/gpu limit of the Pod's containers, as a string ("1"), or None."""
-    for container in dig(pod, "spec", "containers", default=[]) or []:
+    containers = dig(pod, "spec", "containers")
+    for container in containers if isinstance(containers, list) else []:
         limit = dig(container, "resources", "limits", "nvidia.com/gpu")
         if limit is not None:
             return str(limit)

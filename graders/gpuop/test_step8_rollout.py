@@ -29,12 +29,15 @@ def ds_pods(live, ds):
 
 
 def image_of(obj):
-    containers = dig(obj, "spec", "containers", default=[]) or dig(obj, "spec", "template", "spec", "containers", default=[]) or []
-    return containers[0].get("image") if containers else None
+    """The first container's image of a Pod or a DaemonSet, or None."""
+    containers = dig(obj, "spec", "containers") or dig(obj, "spec", "template", "spec", "containers")
+    image = dig(containers, 0, "image")
+    return image if isinstance(image, str) else None
 
 
 def memory_request(ds):
-    for container in dig(ds, "spec", "template", "spec", "containers", default=[]) or []:
+    containers = dig(ds, "spec", "template", "spec", "containers")
+    for container in containers if isinstance(containers, list) else []:
         request = dig(container, "resources", "requests", "memory")
         if request is not None:
             return str(request)
@@ -106,7 +109,7 @@ def test_stalled_rollout(lab_root, live):
             fail(f"The rollout replaced every Pod and none is ready (desired {desired}, updated {updated}, ready {ready}).", hint=PUSHED_TOO_EARLY_HINT, detail=detail)
         fail(f"The rollout should stall at desired 3, updated 1, ready 2; found desired {desired}, updated {updated}, ready {ready}.", detail=detail)
     expect(len(old_pods) == 2, f"Two Pods should still run v1.16.2, found {len(old_pods)}.", detail=detail)
-    expect(len(pending) == 1, "One new Pod should be Pending with Insufficient memory; found none.", detail=detail)
+    expect(len(pending) == 1, f"One new Pod should be Pending with Insufficient memory; found {len(pending)}.", detail=detail)
 
     values = read_key_values(lab_root / REPORT, REPORT, required=["DESIRED", "UPDATED", "READY", "OLD_IMAGE_PODS", "MAX_UNAVAILABLE", "BLOCKER"])
     live_numbers = {"DESIRED": desired, "UPDATED": updated, "READY": ready, "OLD_IMAGE_PODS": len(old_pods), "MAX_UNAVAILABLE": 1}
