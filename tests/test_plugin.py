@@ -202,3 +202,23 @@ def test_odd():
     assert metadata["feedback"] == "Wrong." and metadata["internal_error"] is False
     assert isinstance(metadata["detail"], str) and metadata["detail"].endswith("...(cut)")
     assert '"2024-01-01"' in metadata["detail"]
+
+
+def test_learner_scripts_get_the_cluster_only_when_a_step_asks(pytester, tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    script = tmp_path / "show.sh"
+    script.write_text('#!/bin/sh\necho "KUBECONFIG=${KUBECONFIG:-}"\ncommand -v containerd\n')
+    script.chmod(0o755)
+    pytester.makepyfile(test_scripts=f'''
+import pytest
+from pathlib import Path
+
+@pytest.mark.step(1, "Scripts")
+def test_scripts(learner_script, fake_containerd):
+    plain = learner_script.run(Path({str(script)!r}))
+    assert plain.stdout.splitlines() == ["KUBECONFIG=", str(fake_containerd.bin_dir / "containerd")]
+    with_cluster = learner_script.run(Path({str(script)!r}), cluster=True)
+    assert with_cluster.stdout.splitlines()[0] == "KUBECONFIG={tmp_path / 'kubeconfig'}"
+''')
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_scripts.py", "--kubeconfig", str(tmp_path / "kubeconfig"))
+    result.assert_outcomes(passed=1)
