@@ -39,13 +39,6 @@ def expect(condition: object, message: str, *, hint: str | None = None, detail: 
         raise StepFailed(message, hint=hint, detail=detail)
 
 
-def expect_equal(found: Any, expected: Any, what: str, *, hint: str | None = None, detail: Any = None) -> None:
-    """Fail with "<what> should be <expected>, found <found>." unless they are equal."""
-    __tracebackhide__ = True
-    if found != expected:
-        raise StepFailed(f"{what} should be {shown(expected)}, found {shown(found)}.", hint=hint, detail=detail)
-
-
 def shown(value: Any) -> str:
     """A value as the learner wrote it: true/false, "text" in quotes, nothing for a missing one."""
     if value is None:
