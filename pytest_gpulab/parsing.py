@@ -112,14 +112,14 @@ _KEY_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=|:|\s)\s*(.*)$")
 _TRAILING_COMMENT = re.compile(r"\s+#.*$")
 
 
-def parse_key_values(text: str) -> dict[str, str]:
-    """``KEY=VALUE`` lines: keys upper-cased, whitespace, a trailing `` # comment`` and one
-    pair of outer quotes dropped.
+def parse_key_value_lines(text: str) -> list[tuple[str, str]]:
+    """``KEY=VALUE`` lines in order: keys upper-cased, whitespace, a trailing `` # comment``
+    and one pair of outer quotes dropped.
 
     ``#`` comment lines are ignored; ``export KEY=...``, ``KEY: VALUE`` and ``KEY VALUE``
     are accepted. The first separator splits, so a value may contain ``=``.
     """
-    values: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = []
     for raw in text.splitlines():
         line = raw.strip()
         if line.lower().startswith("export "):
@@ -127,15 +127,24 @@ def parse_key_values(text: str) -> dict[str, str]:
         match = _KEY_VALUE.match(line)
         if not match or line.startswith("#"):
             continue
-        value = _TRAILING_COMMENT.sub("", match.group(2))
-        values[match.group(1).upper()] = _unquote(value)
-    return values
+        pairs.append((match.group(1).upper(), _unquote(_TRAILING_COMMENT.sub("", match.group(2)))))
+    return pairs
+
+
+def parse_key_values(text: str) -> dict[str, str]:
+    """The ``KEY=VALUE`` lines as a dict (see :func:`parse_key_value_lines`)."""
+    return dict(parse_key_value_lines(text))
 
 
 def read_key_values(path: Path, display: str | None = None, required: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """The file's ``KEY=VALUE`` lines; a missing required key or a key given two different values fails."""
     __tracebackhide__ = True
     display = display or str(path)
-    values = parse_key_values(read_text(path, display))
+    values: dict[str, str] = {}
+    for key, value in parse_key_value_lines(read_text(path, display)):
+        if key in values and values[key] != value:
+            fail(f"{display} gives {key} twice ({values[key]} and {value}); keep the one line that is right.")
+        values[key] = value
     missing = [key for key in required if key not in values]
     if missing:
         fail(f"{display} is missing {', '.join(f'{k}=' for k in missing)}; write one KEY=VALUE line for each.")
@@ -217,11 +226,14 @@ def read_amount_table(path: Path, display: str | None = None) -> dict[str, int |
             continue
         lowered = amount.strip().strip("\"'").lower()
         if lowered in _EMPTY_AMOUNTS:
-            amounts[name] = 0
+            parsed: int | str = 0
         elif re.fullmatch(r"\d+", lowered):
-            amounts[name] = int(lowered)
+            parsed = int(lowered)
         else:
-            amounts[name] = amount
+            parsed = amount
+        if name in amounts and amounts[name] != parsed:
+            fail(f"{display} lists {name} twice ({amounts[name]} and {parsed}); keep the one row that is right.")
+        amounts[name] = parsed
     return amounts
 
 
@@ -237,6 +249,7 @@ __all__ = [
     "first_lines",
     "load_toml",
     "load_yaml_documents",
+    "parse_key_value_lines",
     "parse_key_values",
     "parse_quantity_number",
     "parse_table",

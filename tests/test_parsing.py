@@ -14,6 +14,7 @@ from pytest_gpulab.parsing import (
     parse_yes_no,
     quantity_bytes,
     read_amount_table,
+    read_key_values,
     read_text,
     split_list,
 )
@@ -149,3 +150,14 @@ def test_a_huge_file_is_refused_after_reading_at_most_a_little_more_than_the_lim
         handle.truncate(10 * 1024**3)  # sparse: 10 GiB that take no disk
     with pytest.raises(StepFailed, match="larger than 1 MiB"):
         read_text(path)
+
+
+def test_a_key_or_a_node_given_two_different_values_is_refused(tmp_path):
+    path = tmp_path / "rollout.txt"
+    path.write_text("READY=3\nREADY=2\nDESIRED=3\nDESIRED = 3\n")
+    with pytest.raises(StepFailed, match=r"gives READY twice \(3 and 2\)"):
+        read_key_values(path, "out/rollout.txt")
+    table = tmp_path / "node-gpu.txt"
+    table.write_text("lab-node-0 4\nlab-node-0 20\n")
+    with pytest.raises(StepFailed, match=r"lists lab-node-0 twice \(4 and 20\)"):
+        read_amount_table(table)
