@@ -47,4 +47,8 @@ def shown(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "a table (" + ", ".join(str(key) for key in value) + ")"
     return str(value)

@@ -205,34 +205,36 @@ def parse_table(text: str) -> list[list[str]]:
         line = raw.strip()
         if line.startswith("#") or re.fullmatch(r"[|:\-\s+]+", line):  # comments, Markdown rules
             continue
-        cells = [cell.strip() for cell in re.split(r"\s*[,|]\s*|\s+", line.strip("|").strip())]
+        cells = [cell.strip() for cell in re.split(r"\s*[,|=]\s*|\s+", line.strip("|").strip())]
         rows.append([cell for cell in cells if cell != ""] or [""])
     return rows
 
 
-def read_amount_table(path: Path, display: str | None = None) -> dict[str, int | str]:
-    """A two-column NAME/AMOUNT table as {name: amount}; a header row is skipped.
+def _amount(cell: str) -> int | str:
+    lowered = cell.strip().strip("\"'").lower()
+    if lowered in _EMPTY_AMOUNTS:
+        return 0
+    return int(lowered) if re.fullmatch(r"\d+", lowered) else cell
 
-    A missing amount (``<none>``, ``0``, ``-`` or empty) reads as 0; a cell that is not a
-    whole number stays text, so the grader can say what it found.
+
+def read_amount_table(path: Path, display: str | None = None) -> dict[str, list[int | str]]:
+    """A NAME/AMOUNT table as {name: [amount, ...]}, one amount per column after the name.
+
+    A header row is skipped; ``node/NAME`` (as ``kubectl -o name`` prints) reads as NAME. A
+    missing amount (``<none>``, ``0``, ``-`` or empty) reads as 0; a cell that is not a whole
+    number stays text, so the grader can say what it found.
     """
     __tracebackhide__ = True
     display = display or str(path)
-    amounts: dict[str, int | str] = {}
+    amounts: dict[str, list[int | str]] = {}
     for index, row in enumerate(parse_table(read_text(path, display))):
-        name = row[0].rstrip(":")
-        amount = row[1] if len(row) > 1 else ""
-        if index == 0 and not re.fullmatch(r"\d+|<none>|-|", amount.lower()) and name.upper() in {"NAME", "NODE", "NODENAME"}:
+        name = row[0].rstrip(":").removeprefix("node/")
+        cells = row[1:] or [""]
+        if index == 0 and name.upper() in {"NAME", "NODE", "NODENAME"} and not all(re.fullmatch(r"\d+|<none>|-|", c.lower()) for c in cells):
             continue
-        lowered = amount.strip().strip("\"'").lower()
-        if lowered in _EMPTY_AMOUNTS:
-            parsed: int | str = 0
-        elif re.fullmatch(r"\d+", lowered):
-            parsed = int(lowered)
-        else:
-            parsed = amount
+        parsed = [_amount(cell) for cell in cells]
         if name in amounts and amounts[name] != parsed:
-            fail(f"{display} lists {name} twice ({amounts[name]} and {parsed}); keep the one row that is right.")
+            fail(f"{display} lists {name} twice; keep the one row that is right.")
         amounts[name] = parsed
     return amounts
 

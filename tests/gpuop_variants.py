@@ -133,6 +133,17 @@ TRAPS = [
         4, ("without runtimes.nvidia",),
     ),
     Variant(
+        "check-falls-back-to-the-drop-ins",
+        write("bin/check-runtime.sh", "#!/bin/sh\ncontainerd config dump | grep -q 'containerd.runtimes.nvidia' && exit 0\n"
+              "grep -qs 'runtimes.nvidia' /etc/containerd/conf.d/*.toml\n", 0o755),
+        4, ("refers to the configuration files (conf.d)",),
+    ),
+    Variant(
+        "check-builds-the-config-path",
+        write("bin/check-runtime.sh", "#!/bin/sh\ndir=/etc/containerd/\ncontainerd config dump >/dev/null\ngrep -q runtimes.nvidia \"${dir}config.toml\"\n", 0o755),
+        4, ("refers to the configuration files (config.toml)",),
+    ),
+    Variant(
         "check-hangs",
         write("bin/check-runtime.sh", "#!/bin/sh\ncontainerd config dump >/dev/null\nsleep 600\n", 0o755),
         4, ("timeout",), grader_args=("--script-timeout", "2"),
@@ -147,6 +158,16 @@ TRAPS = [
     Variant("unscheduled-reason-wrong", write("out/unscheduled.txt", "Pending\n0/3 nodes are available: 3 Insufficient nvidia.com/gpu.\n"), 5, ("Unschedulable",)),
     Variant("unscheduled-message-missing", write("out/unscheduled.txt", "Unschedulable\n"), 5, ("two lines",)),
     # Step 6
+    Variant(
+        "node-gpu-hedged-columns",
+        write("out/node-gpu.txt", "NAME CAPACITY ALLOCATABLE\nlab-node-0 4 0\nlab-node-1 <none> <none>\nlab-node-2 <none> 4\n"),
+        6, ("lab-node-0 should read 4, found 0",),
+    ),
+    Variant(
+        "unscheduled-labels-swapped",
+        write("out/unscheduled.txt", "message: Unschedulable\nreason: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.\n"),
+        5, ("should be the reason Unschedulable",),
+    ),
     Variant("node-gpu-table-wrong", write("out/node-gpu.txt", "lab-node-0 1\nlab-node-1 <none>\nlab-node-2 <none>\n"), 6, ("lab-node-0 should read 4",)),
     # Step 7 (and the lab's common mistake 2)
     Variant(
@@ -252,6 +273,22 @@ FORMS = [
         note="no #! line",
     ),
     Variant("checker-with-root-flag", replace("bin/check-runtime.sh", "dump=$(containerd config dump)", "dump=$(containerd --root /var/lib/containerd config dump)")),
+    Variant(
+        "checker-message-names-the-directory",
+        replace("bin/check-runtime.sh", 'echo "nvidia runtime handler NOT loaded" >&2',
+                'echo "nvidia runtime handler NOT loaded: a drop-in under /etc/containerd waits for a restart" >&2'),
+    ),
+    Variant("node-gpu-equals-and-names", write("out/node-gpu.txt", "node/lab-node-0=4\nnode/lab-node-1=0\nnode/lab-node-2=\n")),
+    Variant(
+        "unscheduled-space-label-and-comment",
+        lambda root: (root / "out/unscheduled.txt").write_text(
+            "reason Unschedulable   # PodScheduled\n" + (root / "out/unscheduled.txt").read_text().splitlines(True)[1]
+        ),
+    ),
+    Variant(
+        "conflict-table-every-part-quoted",
+        sub("out/merge.txt", r"^CONFLICT_TABLE=.*$", 'CONFLICT_TABLE="plugins"."io.containerd.grpc.v1.cri"."containerd"."runtimes"'),
+    ),
     Variant("rollout-blocker-words", sub("out/rollout.txt", r"^BLOCKER=.*$", "BLOCKER=Insufficient memory")),
 ]
 

@@ -56,18 +56,20 @@ def test_numbers_may_carry_a_gib_suffix(written, number):
         "lab-node-0 4\r\n\r\nlab-node-1\r\nlab-node-2 <none>\r\n",
         "| NAME | GPU |\n|------|-----|\n| lab-node-0 | 4 |\n| lab-node-1 |  |\n| lab-node-2 | <none> |\n",
         "# GPUs at step 6\nlab-node-0 4\nlab-node-1 0\nlab-node-2 0\n",
+        "lab-node-0=4\nlab-node-1=0\nlab-node-2=\n",
+        "node/lab-node-0 4\nnode/lab-node-1 <none>\nnode/lab-node-2 <none>\n",
     ],
 )
 def test_amount_tables_accept_headers_separators_and_missing_amounts(tmp_path, table):
     path = tmp_path / "node-gpu.txt"
     path.write_text(table)
-    assert read_amount_table(path) == {"lab-node-0": 4, "lab-node-1": 0, "lab-node-2": 0}
+    assert read_amount_table(path) == {"lab-node-0": [4], "lab-node-1": [0], "lab-node-2": [0]}
 
 
 def test_amount_table_keeps_an_unreadable_amount_as_text(tmp_path):
     path = tmp_path / "node-gpu.txt"
     path.write_text("lab-node-0 four\n")
-    assert read_amount_table(path) == {"lab-node-0": "four"}
+    assert read_amount_table(path) == {"lab-node-0": ["four"]}
 
 
 @pytest.mark.parametrize(
@@ -159,5 +161,11 @@ def test_a_key_or_a_node_given_two_different_values_is_refused(tmp_path):
         read_key_values(path, "out/rollout.txt")
     table = tmp_path / "node-gpu.txt"
     table.write_text("lab-node-0 4\nlab-node-0 20\n")
-    with pytest.raises(StepFailed, match=r"lists lab-node-0 twice \(4 and 20\)"):
+    with pytest.raises(StepFailed, match=r"lists lab-node-0 twice"):
         read_amount_table(table)
+
+
+def test_every_amount_column_is_kept(tmp_path):
+    path = tmp_path / "node-gpu.txt"
+    path.write_text("NAME CAPACITY ALLOCATABLE\nlab-node-0 4 4\nlab-node-2 <none> 4\n")
+    assert read_amount_table(path) == {"lab-node-0": [4, 4], "lab-node-2": [0, 4]}

@@ -32,7 +32,12 @@ def test_main_containerd_config(lab_root):
             )
         fail(f"{display} has no top-level imports array.", detail=config)
     expect(
-        isinstance(imports, list) and any(isinstance(entry, str) and entry.endswith("conf.d/*.toml") for entry in imports),
+        isinstance(imports, list),
+        f"{display}: imports should be an array, found {shown(imports)}.",
+        hint='Write it in brackets: imports = ["/etc/containerd/conf.d/*.toml"].',
+    )
+    expect(
+        any(isinstance(entry, str) and entry.endswith("conf.d/*.toml") for entry in imports),
         f"{display}: one entry of imports should end with conf.d/*.toml, found {shown(imports)}.",
         detail=config,
     )

@@ -43,7 +43,8 @@ def test_merge_judgement(lab_root):
     expect(conflict is True, "CONFLICT should be yes: both files define the same runtimes table.", detail=detail)
 
     table = values["CONFLICT_TABLE"]
-    path = parse_key_path(table) or parse_key_path(table.replace('\\"', '"'))
+    # A value read from KEY="..." lost its outer quotes: "plugins"."io..." comes back as plugins"."io...".
+    path = parse_key_path(table) or parse_key_path(table.replace('\\"', '"')) or parse_key_path(f'"{table}"')
     if path == tuple("plugins.io.containerd.grpc.v1.cri.containerd.runtimes".split(".")):
         fail(
             f"CONFLICT_TABLE is {shown(table)}: without quotes that is a different table path.",

@@ -25,26 +25,30 @@ def code_without_comments(text):
     return "\n".join(kept)
 
 
+FILES_HINT = "A file is what was written, not what was loaded: judge by the output of `containerd config dump` alone."
+
+
 def check_statically(code):
     if "/etc/containerd/config.toml" in code:
-        fail(
-            f"{SCRIPT} names /etc/containerd/config.toml.",
-            hint="The file is what was written, not what was loaded: judge by the output of `containerd config dump`.",
-        )
-    absolute = next(
-        (
-            match for match in re.finditer(r"(?<![\w.-])(/[\w./-]*/containerd)(?=[\s;|&)\]\"']|$)", code, re.M)
-            # `--root /var/lib/containerd` names a directory, not the program
-            if not re.search(r"(^|\s)-{1,2}[\w-]+[\s=]+$", code[: match.start()].rsplit("\n", 1)[-1])
-        ),
-        None,
-    )
+        fail(f"{SCRIPT} names /etc/containerd/config.toml.", hint=FILES_HINT)
+    # Built up in pieces (a variable, a path join) or through the drop-ins, it is the same reading.
+    for name in ("config.toml", "conf.d"):
+        if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", code):
+            fail(f"{SCRIPT} refers to the configuration files ({name}).", hint=FILES_HINT)
+    # A program lives in a bin directory; /etc/containerd or /run/containerd are not calls.
+    absolute = re.search(r"(?<![\w.-])(/[\w./-]*\bs?bin/containerd)(?![\w.-])", code)
     if absolute:
         fail(
             f"{SCRIPT} calls containerd by an absolute path ({absolute.group(1)}).",
             hint="Call plain `containerd` so it is found on PATH, where the grader puts its fake daemon.",
         )
     expect(re.search(r"(?<![\w/.-])containerd(?![\w.-])", code), f"{SCRIPT} never calls containerd; it should run `containerd config dump`.")
+
+
+def said(result):
+    """What the script printed on stderr, for the learner: its first line, if any."""
+    first = next((line.strip() for line in result.stderr.splitlines() if line.strip()), "")
+    return f" (it said: {first[:200]})" if first else ""
 
 
 def test_check_runtime_script(lab_root, learner_script, fake_containerd, feedback):
@@ -61,7 +65,7 @@ def test_check_runtime_script(lab_root, learner_script, fake_containerd, feedbac
     runs = {"with_nvidia": with_nvidia.__dict__}
     expect(
         with_nvidia.exit_code == 0,
-        f"Given a dump that has runtimes.nvidia, {SCRIPT} {with_nvidia.describe()}; it should exit 0.",
+        f"Given a dump that has runtimes.nvidia, {SCRIPT} {with_nvidia.describe()}{said(with_nvidia)}; it should exit 0.",
         detail=runs,
     )
     saw_dump = fake_containerd.asked_for_config_dump()
@@ -71,7 +75,7 @@ def test_check_runtime_script(lab_root, learner_script, fake_containerd, feedbac
     runs["without_nvidia"] = without_nvidia.__dict__
     expect(
         not without_nvidia.timed_out and not without_nvidia.flooded and without_nvidia.exit_code not in (0, None),
-        f"Given a dump without runtimes.nvidia, {SCRIPT} {without_nvidia.describe()}; it should exit non-zero so the check can fail.",
+        f"Given a dump without runtimes.nvidia, {SCRIPT} {without_nvidia.describe()}{said(without_nvidia)}; it should exit non-zero so the check can fail.",
         hint=(
             "That dump is the accident's node: it imports 99-nvidia.toml yet loaded only runc. "
             "Look for containerd.runtimes.nvidia, not for the word nvidia."

@@ -10,7 +10,18 @@ from pytest_gpulab.parsing import dig, find_object, first_lines, load_yaml_docum
 pytestmark = pytest.mark.step(5, "RuntimeClass, GPU Pod and the Unschedulable reason", points=15)
 
 RUNTIMECLASS_FILE = "k8s/runtimeclass.yaml"
-LABEL = re.compile(r"^(reason|message)\s*[:=]\s*", re.I)  # "reason: Unschedulable" reads as the reason
+LABEL = re.compile(r"^(reason|message)(?:\s*[:=]\s*|\s+)", re.I)  # "reason: Unschedulable", "reason Unschedulable"
+
+
+def read_reason_and_message(lines):
+    """The two lines as (reason, message): by their labels if they carry them, else in order."""
+    found = {}
+    for position, line in enumerate(lines):
+        label = LABEL.match(line)
+        key = label.group(1).lower() if label else ("reason", "message")[position]
+        found.setdefault(key, LABEL.sub("", line, count=1) if label else line)
+    reason = re.sub(r"\s+#.*$", "", found.get("reason", "")).strip().strip("\"'")
+    return reason, found.get("message", "")
 POD_FILE = "k8s/gpu-pod.yaml"
 
 
@@ -65,8 +76,8 @@ def test_runtimeclass_pod_and_reason(lab_root, live, feedback):
     display = "out/unscheduled.txt"
     lines = first_lines(read_text(lab_root / display, display), 2)
     expect(len(lines) == 2, f"{display} should have two lines (the PodScheduled reason, then its message), found {len(lines)}.")
-    reason, message = (LABEL.sub("", line, count=1) for line in lines)
-    expect(reason.strip("\"'") == "Unschedulable", f"Line 1 of {display} should be the reason Unschedulable, found {shown(reason)}.")
+    reason, message = read_reason_and_message(lines)
+    expect(reason == "Unschedulable", f"Line 1 of {display} should be the reason Unschedulable, found {shown(reason)}.")
     expect(
         "Insufficient nvidia.com/gpu" in message and "0/3 nodes are available" in message,
         f"Line 2 of {display} should be the scheduler's message (\"0/3 nodes are available: 3 Insufficient nvidia.com/gpu...\"), found {shown(message)}.",
