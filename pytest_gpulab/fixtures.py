@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,9 +21,11 @@ from .containerd import FakeContainerd
 from .feedback import fail
 from .kwok import KwokCluster, KwokClusterError
 from .labs import Lab
-from .live import ClusterUnreachable, LiveCluster
 from .runner import ScriptResult, run_script
 from .settings import RunSettings, effective_kubeconfig
+
+if TYPE_CHECKING:
+    from .live import LiveCluster
 
 settings_key = pytest.StashKey[RunSettings]()
 
@@ -96,6 +99,9 @@ def lab_cluster(gpulab_settings: RunSettings, lab: Lab) -> Iterator[LabClusterCo
 
 
 def _connect(kubeconfig: str | None) -> LabClusterConnection:
+    # Imported here: the kubernetes client is slow to import, and `pytest --help` needs none of it.
+    from .live import ClusterUnreachable, LiveCluster
+
     try:
         live = LiveCluster.from_kubeconfig(kubeconfig)
         live.probe()
