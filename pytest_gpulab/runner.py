@@ -16,22 +16,37 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
 
-__all__ = ["ScriptResult", "run_script"]
+from .pipes import Budget, PipeReader
 
-_CHUNK = 64 * 1024
-_POLL = 0.02  # how often the main loop looks at the process, seconds
-_KILL_WAIT = 5.0  # bounded wait for a SIGKILLed process to be reaped
-_DRAIN_WAIT = 1.5  # bounded wait for the pipes to reach EOF once the group is gone
+__all__ = ["DEFAULT_LIMITS", "Limits", "ScriptResult", "ScriptRun", "run_script"]
+
+_START_ERRORS = (OSError, subprocess.SubprocessError)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every bound on a run, defined here only; times are in seconds."""
+
+    timeout: float = 20
+    output_limit: int = 64 * 1024  # bytes kept per stream
+    kill_after_bytes: int = 1024 * 1024  # both streams together
+    poll: float = 0.02  # how often the supervisor looks at the process
+    kill_wait: float = 5.0  # bounded wait for a SIGKILLed process to be reaped
+    drain_wait: float = 1.5  # bounded wait for the pipes to reach EOF once the group is gone
+    stop_wait: float = 1.0  # bounded wait for a reader told to stop
+    read_poll: float = 0.1  # how often a reader looks at its stop flag
+
+
+DEFAULT_LIMITS = Limits()
 
 
 def _human_bytes(n: int) -> str:
@@ -55,8 +70,8 @@ class ScriptResult:
     flooded: bool
     ran_with_bash: bool
     duration: float
-    timeout: float = 20.0
-    kill_after_bytes: int = 1024 * 1024
+    timeout: float = DEFAULT_LIMITS.timeout
+    kill_after_bytes: int = DEFAULT_LIMITS.kill_after_bytes
     stdout_bytes: int = 0  # bytes the script printed, kept or not
     stderr_bytes: int = 0
     stdout_truncated: bool = False
@@ -84,61 +99,6 @@ class ScriptResult:
 
     def stdout_lines(self) -> list[str]:
         return self.stdout.splitlines()
-
-
-class _Stream:
-    """Drains one pipe: keeps the first ``limit`` bytes, counts the rest."""
-
-    def __init__(self, pipe, limit: int, budget: "_Budget", stop: threading.Event):
-        self.pipe = pipe
-        self.limit = limit
-        self.budget = budget
-        self.stop = stop
-        self.kept = bytearray()
-        self.total = 0
-        self.eof = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        fd = self.pipe.fileno()
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        try:
-            while not self.stop.is_set():
-                if not poller.poll(100):
-                    continue
-                chunk = os.read(fd, _CHUNK)
-                if not chunk:
-                    self.eof = True
-                    return
-                room = self.limit - len(self.kept)
-                if room > 0:
-                    self.kept += chunk[:room]
-                self.total += len(chunk)
-                self.budget.spend(len(chunk))
-        except (OSError, ValueError):
-            # The pipe was closed under us after a bounded wait gave up.
-            return
-
-    def text(self) -> str:
-        return bytes(self.kept).decode("utf-8", errors="replace")
-
-
-class _Budget:
-    """Total output of both streams; sets ``flood`` past the allowance."""
-
-    def __init__(self, allowance: int, flood: threading.Event):
-        self.allowance = allowance
-        self.flood = flood
-        self.spent = 0
-        self.lock = threading.Lock()
-
-    def spend(self, n: int) -> None:
-        with self.lock:
-            self.spent += n
-            if self.spent > self.allowance:
-                self.flood.set()
 
 
 def _killpg(pid: int) -> None:
@@ -178,17 +138,145 @@ def _start_reason(exc: BaseException, script: Path) -> str:
     return reason
 
 
-def run_script(
-    script: Path,
-    args: Sequence[str] = (),
-    *,
-    cwd: Path,
-    path_prefix: Sequence[Path] = (),
-    extra_env: Mapping[str, str] | None = None,
-    timeout: float = 20,
-    output_limit: int = 64 * 1024,
-    kill_after_bytes: int = 1024 * 1024,
-) -> ScriptResult:
+def _checked_paths(script: Path, cwd: Path) -> tuple[Path, Path]:
+    script = Path(os.path.abspath(script))
+    if not script.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such script", str(script))
+    if not script.is_file():
+        raise FileNotFoundError(errno.ENOENT, "not a regular file", str(script))
+    cwd = Path(cwd)
+    if not cwd.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "scratch directory missing", str(cwd))
+    return script, cwd
+
+
+class ScriptRun:
+    """One run of a script: ``start()``; then ``supervise()``, always followed by ``reap()``; then ``result()``."""
+
+    started: float  # set by start()
+    proc: subprocess.Popen[bytes]  # this and the streams are set by a successful start()
+    out: PipeReader
+    err: PipeReader
+
+    def __init__(self, script: Path, args: Sequence[str] = (), *, cwd: Path, path_prefix: Sequence[Path] = (),
+                 extra_env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.script, self.cwd = _checked_paths(script, cwd)
+        self.limits = limits
+        self.env = dict(os.environ)
+        if extra_env:
+            self.env.update(extra_env)
+        base_path = self.env.get("PATH", os.defpath)
+        self.env["PATH"] = os.pathsep.join([str(p) for p in path_prefix] + [base_path])
+        bash = shutil.which("bash", path=base_path) or "/bin/bash"
+        argv = [str(a) for a in args]
+        self.with_bash = [bash, str(self.script), *argv]
+        self.ran_with_bash = not os.access(self.script, os.X_OK)
+        self.command = self.with_bash if self.ran_with_bash else [str(self.script), *argv]
+        self.stop = threading.Event()
+        self.flood = threading.Event()
+        self.timed_out = self.flooded = False
+        self.returncode: int | None = None
+
+    def start(self) -> ScriptResult | None:
+        """Start the script, falling back to bash; when it cannot start, the result saying why."""
+        self.started = time.monotonic()
+        try:
+            self.proc = self._spawn()
+        except _START_ERRORS as exc:
+            # ENOEXEC: no #! line (a shell would fall back to sh); EACCES: a noexec mount. Bash may still run it.
+            if self.ran_with_bash or not (isinstance(exc, OSError) and exc.errno in (errno.ENOEXEC, errno.EACCES)):
+                return self._not_started(exc)
+            self.ran_with_bash, self.command = True, self.with_bash
+            try:
+                self.proc = self._spawn()
+            except _START_ERRORS as again:
+                return self._not_started(again)
+        assert self.proc.stdout is not None and self.proc.stderr is not None  # both are pipes
+        budget = Budget(self.limits.kill_after_bytes, self.flood)
+        self.out, self.err = (PipeReader(pipe, self.limits.output_limit, self.limits.read_poll, budget, self.stop) for pipe in (self.proc.stdout, self.proc.stderr))
+        return None
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.command, cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+
+    def _not_started(self, exc: BaseException) -> ScriptResult:
+        if self.ran_with_bash:
+            reason, exit_code = _start_reason(exc, self.script), None
+        else:
+            reason, exit_code = self._exec_failure(exc), 126
+        return ScriptResult(command=self.command, exit_code=exit_code, stdout="", stderr=f"{self.script}: {reason}",
+                            timed_out=False, flooded=False, ran_with_bash=self.ran_with_bash,
+                            duration=time.monotonic() - self.started, timeout=self.limits.timeout,
+                            kill_after_bytes=self.limits.kill_after_bytes, start_error=reason)
+
+    def _exec_failure(self, exc: BaseException) -> str:
+        """Why the script itself could not be executed, naming a #! interpreter that does not exist."""
+        interpreter = _shebang(self.script)
+        missing = isinstance(exc, OSError) and exc.errno == errno.ENOENT and str(exc.filename) != str(self.cwd)
+        if not missing or interpreter is None:
+            return _start_reason(exc, self.script)
+        reason = f"its #! line names {interpreter!r}, which does not exist"
+        if interpreter.endswith("\r"):
+            reason += " (the file has Windows CRLF line endings)"
+        return reason
+
+    def supervise(self) -> None:
+        """Wait until the script ends, runs out of time, or prints too much."""
+        deadline = self.started + self.limits.timeout
+        while not _exited(self.proc.pid):
+            if self.flood.is_set():
+                self.flooded = True
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.timed_out = True
+                return
+            self.flood.wait(min(self.limits.poll, remaining))
+
+    def reap(self) -> None:
+        """Kill the process group, reap the script and stop the readers, every wait bounded."""
+        # Whatever happened, nothing of the script's process group outlives
+        # the run (background jobs included); the leader is not reaped yet,
+        # so its pid cannot have been reused.
+        _killpg(self.proc.pid)
+        try:
+            self.returncode = self.proc.wait(timeout=self.limits.kill_wait)
+        except subprocess.TimeoutExpired:
+            self.returncode = None
+        streams = (self.out, self.err)
+        drain_deadline = time.monotonic() + self.limits.drain_wait
+        for stream in streams:
+            stream.thread.join(max(0.0, drain_deadline - time.monotonic()))
+        # A child that escaped the group (setsid) may still hold the pipes:
+        # stop reading rather than wait for it.
+        self.stop.set()
+        for stream in streams:
+            stream.thread.join(self.limits.stop_wait)
+        for stream in streams:
+            if not stream.thread.is_alive():
+                stream.pipe.close()
+
+    def result(self) -> ScriptResult:
+        duration = time.monotonic() - self.started
+        exit_code = sig = None
+        if not (self.timed_out or self.flooded) and self.returncode is not None:
+            if self.returncode >= 0:
+                exit_code = self.returncode
+            else:
+                sig = -self.returncode
+        out, err = self.out, self.err
+        return ScriptResult(command=self.command, exit_code=exit_code, stdout=out.text(), stderr=err.text(),
+                            timed_out=self.timed_out, flooded=self.flooded, ran_with_bash=self.ran_with_bash,
+                            duration=duration, timeout=self.limits.timeout, kill_after_bytes=self.limits.kill_after_bytes,
+                            stdout_bytes=out.total, stderr_bytes=err.total, stdout_truncated=out.total > len(out.kept),
+                            stderr_truncated=err.total > len(err.kept), signal=sig)
+
+
+def run_script(script: Path, args: Sequence[str] = (), *, cwd: Path, path_prefix: Sequence[Path] = (),
+               extra_env: Mapping[str, str] | None = None, timeout: float = DEFAULT_LIMITS.timeout,
+               output_limit: int = DEFAULT_LIMITS.output_limit,
+               kill_after_bytes: int = DEFAULT_LIMITS.kill_after_bytes) -> ScriptResult:
     """Run ``script`` with ``args`` and return what happened.
 
     A script without the exec bit is run as ``bash script args...``
@@ -199,146 +287,13 @@ def run_script(
     Raises FileNotFoundError when the script does not exist (or is not a
     file) and NotADirectoryError when ``cwd`` is not a directory.
     """
-    script = Path(os.path.abspath(script))
-    if not script.exists():
-        raise FileNotFoundError(errno.ENOENT, "no such script", str(script))
-    if not script.is_file():
-        raise FileNotFoundError(errno.ENOENT, "not a regular file", str(script))
-    cwd = Path(cwd)
-    if not cwd.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "scratch directory missing", str(cwd))
-
-    env = dict(os.environ)
-    if extra_env:
-        env.update(extra_env)
-    base_path = env.get("PATH", os.defpath)
-    env["PATH"] = os.pathsep.join([str(p) for p in path_prefix] + [base_path])
-    bash = shutil.which("bash", path=base_path) or "/bin/bash"
-    args = [str(a) for a in args]
-
-    direct = [str(script), *args]
-    with_bash = [bash, str(script), *args]
-    ran_with_bash = not os.access(script, os.X_OK)
-    command = with_bash if ran_with_bash else direct
-
-    started = time.monotonic()
-
-    def spawn(cmd: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
-
-    def not_started(reason: str, exit_code: int | None) -> ScriptResult:
-        return ScriptResult(
-            command=command,
-            exit_code=exit_code,
-            stdout="",
-            stderr=f"{script}: {reason}",
-            timed_out=False,
-            flooded=False,
-            ran_with_bash=ran_with_bash,
-            duration=time.monotonic() - started,
-            timeout=timeout,
-            kill_after_bytes=kill_after_bytes,
-            start_error=reason,
-        )
-
+    limits = replace(DEFAULT_LIMITS, timeout=timeout, output_limit=output_limit, kill_after_bytes=kill_after_bytes)
+    run = ScriptRun(script, args, cwd=cwd, path_prefix=path_prefix, extra_env=extra_env, limits=limits)
+    failure = run.start()
+    if failure is not None:
+        return failure
     try:
-        proc = spawn(command)
-    except (OSError, subprocess.SubprocessError) as exc:
-        if ran_with_bash:
-            return not_started(_start_reason(exc, script), None)
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOEXEC, errno.EACCES):
-            # No #! line (a shell would fall back to sh), or a noexec mount.
-            ran_with_bash = True
-            command = with_bash
-            try:
-                proc = spawn(command)
-            except (OSError, subprocess.SubprocessError) as again:
-                return not_started(_start_reason(again, script), None)
-        else:
-            interpreter = _shebang(script)
-            if (
-                isinstance(exc, OSError)
-                and exc.errno == errno.ENOENT
-                and interpreter is not None
-                and str(exc.filename) != str(cwd)
-            ):
-                reason = f"its #! line names {interpreter!r}, which does not exist"
-                if interpreter.endswith("\r"):
-                    reason += " (the file has Windows CRLF line endings)"
-            else:
-                reason = _start_reason(exc, script)
-            return not_started(reason, 126)
-
-    stop = threading.Event()
-    flood = threading.Event()
-    budget = _Budget(kill_after_bytes, flood)
-    out = _Stream(proc.stdout, output_limit, budget, stop)
-    err = _Stream(proc.stderr, output_limit, budget, stop)
-
-    timed_out = flooded = False
-    deadline = started + timeout
-    try:
-        while not _exited(proc.pid):
-            if flood.is_set():
-                flooded = True
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            flood.wait(min(_POLL, remaining))
+        run.supervise()
     finally:
-        # Whatever happened, nothing of the script's process group outlives
-        # the run (background jobs included); the leader is not reaped yet,
-        # so its pid cannot have been reused.
-        _killpg(proc.pid)
-        try:
-            returncode = proc.wait(timeout=_KILL_WAIT)
-        except subprocess.TimeoutExpired:
-            returncode = None
-        drain_deadline = time.monotonic() + _DRAIN_WAIT
-        for stream in (out, err):
-            stream.thread.join(max(0.0, drain_deadline - time.monotonic()))
-        # A child that escaped the group (setsid) may still hold the pipes:
-        # stop reading rather than wait for it.
-        stop.set()
-        for stream in (out, err):
-            stream.thread.join(1.0)
-        for stream in (out, err):
-            if not stream.thread.is_alive():
-                stream.pipe.close()
-    duration = time.monotonic() - started
-
-    exit_code: int | None = None
-    sig: int | None = None
-    if not (timed_out or flooded) and returncode is not None:
-        if returncode >= 0:
-            exit_code = returncode
-        else:
-            sig = -returncode
-    return ScriptResult(
-        command=command,
-        exit_code=exit_code,
-        stdout=out.text(),
-        stderr=err.text(),
-        timed_out=timed_out,
-        flooded=flooded,
-        ran_with_bash=ran_with_bash,
-        duration=duration,
-        timeout=timeout,
-        kill_after_bytes=kill_after_bytes,
-        stdout_bytes=out.total,
-        stderr_bytes=err.total,
-        stdout_truncated=out.total > len(out.kept),
-        stderr_truncated=err.total > len(err.kept),
-        signal=sig,
-    )
+        run.reap()
+    return run.result()
