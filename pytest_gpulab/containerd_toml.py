@@ -40,6 +40,43 @@ def cri_containerd(document: dict[str, Any], display: str, plugin: str = CRI_V2)
     fail(f'{display} has no [plugins."{plugin}".containerd] table.', detail=document)
 
 
+def table_name(path: tuple[str, ...]) -> str:
+    """A table path as TOML writes it: ``plugins."io.containerd.grpc.v1.cri".containerd``."""
+    return ".".join(f'"{part}"' if not part.replace("_", "").replace("-", "").isalnum() else part for part in path)
+
+
+def runtime_table(document: dict[str, Any], display: str, name: str, plugin: str = CRI_V2) -> dict[str, Any]:
+    """The ``runtimes.<name>`` table under the plugin, or a failure naming the likely mistake."""
+    __tracebackhide__ = True
+    runtime = dig(cri_containerd(document, display, plugin), "runtimes", name)
+    if not isinstance(runtime, dict):
+        fail(f"{display} has no [{table_name(('plugins', plugin, 'containerd', 'runtimes', name))}] table.", detail=document)
+    return runtime
+
+
+def runtime_option(runtime: dict[str, Any], key: str, display: str, runtime_path: str) -> Any:
+    """``options.<key>`` of a runtime table; a key written beside ``options`` fails, saying where it belongs."""
+    __tracebackhide__ = True
+    options = runtime.get("options")
+    if isinstance(options, dict) and key in options:
+        return options[key]
+    misplaced = find_key(runtime, key)
+    if misplaced:
+        where = f"[{runtime_path}{''.join('.' + part for part in misplaced[0][0])}]"
+        fail(
+            f"{display} has {key} in {where}, not in [{runtime_path}.options].",
+            hint=f"containerd reads {key} only from the runtime's options table: put it under [{runtime_path}.options].",
+            detail=runtime,
+        )
+    return None
+
+
+def stranded_table(document: dict[str, Any], key: str) -> str | None:
+    """The table a top-level key was written under by mistake (after a [table] header), if any."""
+    stranded = find_key(document, key)
+    return table_name(stranded[0][0]) if stranded and stranded[0][0] else None
+
+
 def defined_runtimes(document: dict[str, Any], plugin: str = CRI_V2) -> set[str]:
     """Runtime names a file defines under the plugin's ``containerd.runtimes`` (empty if none)."""
     runtimes = dig(document, "plugins", plugin, "containerd", "runtimes")

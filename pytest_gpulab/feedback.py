@@ -1,14 +1,19 @@
 """What a grader says to the learner, and what it keeps for the instructor.
 
 A grader reports a wrong answer by raising :class:`StepFailed` (through
-:func:`fail` or :func:`expect`). The plugin shows the learner only the message
-and hint; ``detail`` (live objects, parsed files, script output) goes to a
-separate field of the JSON report. Any other exception is an internal error of
-the grader and keeps its traceback.
+:func:`fail`, :func:`expect` or :func:`expect_value`). The plugin shows the
+learner only the message and hint; ``detail`` (live objects, parsed files,
+script output) goes to a separate field of the report. Any other exception is
+an internal error of the grader and keeps its traceback.
+
+:func:`should_be` is the one way to say "X should be A, found B": when B is A
+written as the wrong type (``"true"`` for true, ``2.0`` for 2) it names that
+cause, so the learner reads why, not only what.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 
@@ -39,8 +44,14 @@ def expect(condition: object, message: str, *, hint: str | None = None, detail: 
         raise StepFailed(message, hint=hint, detail=detail)
 
 
+class Words(str):
+    """An expectation described in words ("an array"), shown as it is, without quotes."""
+
+
 def shown(value: Any) -> str:
     """A value as the learner wrote it: true/false, "text" in quotes, nothing for a missing one."""
+    if isinstance(value, Words):
+        return str(value)
     if value is None:
         return "nothing"
     if isinstance(value, bool):
@@ -52,3 +63,42 @@ def shown(value: Any) -> str:
     if isinstance(value, dict):
         return "a table (" + ", ".join(str(key) for key in value) + ")"
     return str(value)
+
+
+def same(found: Any, expected: Any) -> bool:
+    """Equal and of the same kind: the string "true" is not true, 2.0 is not 2, true is not 1."""
+    return type(found) is type(expected) and found == expected
+
+
+def type_cause(expected: Any, found: Any) -> str:
+    """Why a value that reads right is still wrong: its type; "" when that is not the cause."""
+    if isinstance(expected, bool) and isinstance(found, str) and found.strip().lower() == str(expected).lower():
+        return ": a string, not a boolean"
+    if type(expected) is int and isinstance(found, float) and found == expected:
+        return ": a float, not an integer"
+    if type(expected) is int and isinstance(found, str) and found.strip() == str(expected):
+        return ": a string, not an integer"
+    if isinstance(expected, str) and type(found) in (int, float) and str(found) == expected:
+        return ": a number, not a string"
+    return ""
+
+
+def should_be(what: str, expected: Any, found: Any, *, why: str | None = None) -> str:
+    """'{what} should be {expected} ({why}), found {found}.' with the type's cause when it is one."""
+    because = f" ({why})" if why else ""
+    return f"{what} should be {shown(expected)}{because}, found {shown(found)}{type_cause(expected, found)}."
+
+
+def expect_value(found: Any, expected: Any, what: str, *, why: str | None = None, hint: str | None = None, detail: Any = None) -> None:
+    """Fail with :func:`should_be` unless ``found`` is ``expected``, type included."""
+    __tracebackhide__ = True
+    if not same(found, expected):
+        raise StepFailed(should_be(what, expected, found, why=why), hint=hint, detail=detail)
+
+
+def listed(items: Iterable[str], conjunction: str = "and") -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(items)
+    if len(names) <= 1:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} {conjunction} {names[-1]}"

@@ -1,7 +1,7 @@
 """Fixtures for graders: layers over the plain classes of this package.
 
 An expensive session fixture holds the cluster connection (or an ephemeral
-cluster); cheap function fixtures give each grader a read-only view of it, a
+cluster); cheap function fixtures give each check a read-only view of it, a
 fresh fake containerd and a runner for learner scripts. Each is small and can
 be overridden in a conftest.py.
 """
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import toolchain
 from .containerd import FakeContainerd
 from .feedback import fail
 from .kwok import KwokCluster, KwokClusterError
 from .labs import Lab
-from .runner import ScriptResult, run_script
+from .learner import LearnerWork
+from .scripts import LearnerScripts, ScriptRunner
 from .settings import RunSettings, effective_kubeconfig
 
 if TYPE_CHECKING:
@@ -30,14 +30,16 @@ if TYPE_CHECKING:
 settings_key = pytest.StashKey[RunSettings]()
 
 __all__ = [
-    "feedback",
     "fake_containerd",
+    "feedback",
     "gpulab_settings",
     "lab",
     "lab_cluster",
     "lab_root",
+    "learner",
     "learner_script",
     "live",
+    "script_runner",
 ]
 
 
@@ -62,13 +64,30 @@ def lab_root(gpulab_settings: RunSettings, lab: Lab) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def learner(lab_root: Path) -> LearnerWork:
+    """The learner's files: ``learner.file("out/merge.txt").key_values("MAIN_RUNTIMES")``."""
+    return LearnerWork(lab_root)
+
+
 @dataclass
 class LabClusterConnection:
     """How this run reaches the lab cluster; ``error`` says why it cannot."""
 
     kubeconfig: str | None
+    lab: str
     live: LiveCluster | None = None
     error: str | None = None
+
+    def live_or_fail(self) -> LiveCluster:
+        """The read-only cluster, or the step's failure saying how to reach it."""
+        __tracebackhide__ = True
+        if self.live is None:
+            fail(
+                f"Could not reach the lab cluster: {self.error}. Start it (e.g. `gpulab up {self.lab}`) "
+                "and point the grader at it with --kubeconfig or KUBECONFIG."
+            )
+        return self.live
 
 
 @pytest.fixture(scope="session")
@@ -77,14 +96,14 @@ def lab_cluster(gpulab_settings: RunSettings, lab: Lab) -> Iterator[LabClusterCo
     cluster = None
     kubeconfig = effective_kubeconfig(gpulab_settings.kubeconfig, lab)
     if gpulab_settings.lab_cluster == "ephemeral":
-        cluster = KwokCluster.for_lab(lab.name)
+        cluster = KwokCluster.for_lab(lab)
         try:
             cluster.start()
         except KwokClusterError as error:
-            yield LabClusterConnection(None, error=f"the ephemeral lab cluster could not start: {error}")
+            yield LabClusterConnection(None, lab.name, error=f"the ephemeral lab cluster could not start: {error}")
             return
         kubeconfig = str(cluster.kubeconfig)
-    connection = _connect(kubeconfig)
+    connection = _connect(kubeconfig, lab.name)
     try:
         yield connection
     finally:
@@ -98,7 +117,7 @@ def lab_cluster(gpulab_settings: RunSettings, lab: Lab) -> Iterator[LabClusterCo
                 warnings.warn(f"the ephemeral lab cluster did not stop cleanly: {error}", stacklevel=1)
 
 
-def _connect(kubeconfig: str | None) -> LabClusterConnection:
+def _connect(kubeconfig: str | None, lab: str) -> LabClusterConnection:
     # Imported here: the kubernetes client is slow to import, and `pytest --help` needs none of it.
     from .live import ClusterUnreachable, LiveCluster
 
@@ -106,70 +125,40 @@ def _connect(kubeconfig: str | None) -> LabClusterConnection:
         live = LiveCluster.from_kubeconfig(kubeconfig)
         live.probe()
     except ClusterUnreachable as error:
-        return LabClusterConnection(kubeconfig, error=str(error))
-    return LabClusterConnection(kubeconfig, live=live)
+        return LabClusterConnection(kubeconfig, lab, error=str(error))
+    return LabClusterConnection(kubeconfig, lab, live=live)
 
 
 @pytest.fixture
-def live(lab_cluster: LabClusterConnection, lab: Lab) -> LiveCluster:
-    """Read-only access to the lab cluster; an unreachable cluster fails the step with a message."""
-    if lab_cluster.live is None:
-        fail(
-            f"Could not reach the lab cluster: {lab_cluster.error}. Start it (e.g. `gpulab up {lab.name}`) "
-            "and point the grader at it with --kubeconfig or KUBECONFIG."
-        )
-    return lab_cluster.live
+def live(lab_cluster: LabClusterConnection) -> LiveCluster:
+    """Read-only access to the lab cluster; an unreachable cluster fails the check with a message."""
+    return lab_cluster.live_or_fail()
 
 
 @pytest.fixture
 def fake_containerd(tmp_path: Path) -> FakeContainerd:
-    """A fresh fake ``containerd`` for this test: choose its dump, then read its calls."""
+    """A fresh fake ``containerd`` for this check: choose its dump, then read its calls."""
     return FakeContainerd(tmp_path / "fake-containerd")
 
 
-@dataclass
-class LearnerScripts:
-    """Runs learner scripts as untrusted code: scratch cwd, closed stdin, timeout, bounded output."""
+@pytest.fixture(scope="session")
+def script_runner(tmp_path_factory: pytest.TempPathFactory, gpulab_settings: RunSettings, request: pytest.FixtureRequest) -> ScriptRunner:
+    """Runs learner scripts for any scope (e.g. a step module's fixture shared by its checks)."""
 
-    scratch: Path
-    fake_containerd: FakeContainerd
-    timeout: float
-    request: pytest.FixtureRequest
+    def kubeconfig() -> str | None:
+        return request.getfixturevalue("lab_cluster").kubeconfig
 
-    def run(self, script: Path, *args: str, dump: str | None = None, cluster: bool = False) -> ScriptResult:
-        """Run ``script``; ``dump`` names the fake containerd's dump; ``cluster`` gives the script the
-        lab cluster's kubeconfig and the pinned kubectl, for steps whose scripts read the cluster."""
-        __tracebackhide__ = True
-        if not script.is_file():
-            fail(f"{script} does not exist; create it as the step asks.")
-        if dump is not None:
-            self.fake_containerd.serve_dump(dump)
-        path_prefix: list[Path] = [self.fake_containerd.bin_dir]
-        extra_env: dict[str, str] = {}
-        if cluster:
-            kubeconfig = self.request.getfixturevalue("lab_cluster").kubeconfig
-            if kubeconfig:
-                extra_env["KUBECONFIG"] = kubeconfig
-            path_prefix.append(toolchain.bin_dir())
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        return run_script(script, args, cwd=self.scratch, path_prefix=path_prefix, extra_env=extra_env, timeout=self.timeout)
+    return ScriptRunner(tmp_path_factory.mktemp("learner-scripts"), gpulab_settings.script_timeout, kubeconfig)
 
 
 @pytest.fixture
-def learner_script(
-    tmp_path: Path, fake_containerd: FakeContainerd, gpulab_settings: RunSettings, request: pytest.FixtureRequest
-) -> LearnerScripts:
-    """``learner_script.run(path, *args, dump="v2-runc-nvidia")`` with the fake containerd first on PATH."""
-    return LearnerScripts(
-        scratch=tmp_path / "scratch",
-        fake_containerd=fake_containerd,
-        timeout=gpulab_settings.script_timeout,
-        request=request,
-    )
+def learner_script(script_runner: ScriptRunner, fake_containerd: FakeContainerd, tmp_path: Path) -> LearnerScripts:
+    """``learner_script.run(path, *args, dump="v2-runc-nvidia")`` with this check's fake containerd first on PATH."""
+    return LearnerScripts(script_runner, fake_containerd, tmp_path / "scratch")
 
 
 class Feedback:
-    """Notes for the learner on a step that passes (or fails) for another reason."""
+    """Notes for the learner on a check that passes (or fails) for another reason."""
 
     def __init__(self, item: pytest.Item) -> None:
         self._item = item

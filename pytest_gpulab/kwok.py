@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from . import toolchain
-from .labs import NodeSpec, get_lab
+from .labfile import Environment, Lab, NodeSpec
+from .labs import discover
 from .waiting import wait_until
 
 KWOKCTL_BINARIES = {
@@ -52,13 +53,14 @@ def _port_is_free(port: int) -> bool:
 
 
 class KwokCluster:
-    """One kwokctl cluster of the binary runtime, with the given fake nodes."""
+    """One kwokctl cluster of the binary runtime, with the given fake nodes and starting objects."""
 
     def __init__(
         self,
         name: str = "gpulab",
         nodes: Sequence[NodeSpec] = (),
         *,
+        objects: Sequence[Path] = (),
         bin_dir: Path | None = None,
         workdir: Path | None = None,
         apiserver_port: int | None = None,
@@ -69,6 +71,7 @@ class KwokCluster:
             raise ValueError(f"cluster name {name!r} must be lower-case letters, digits and dashes")
         self.name = name
         self.nodes = tuple(nodes)
+        self.objects = tuple(Path(path) for path in objects)
         self.bin_dir = Path(bin_dir) if bin_dir else toolchain.bin_dir()
         self._owns_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
@@ -78,9 +81,11 @@ class KwokCluster:
         self.startup_seconds: float | None = None
 
     @classmethod
-    def for_lab(cls, lab: str, **kwargs: Any) -> "KwokCluster":
-        """A cluster shaped like ``lab``'s starting cluster (its nodes, nothing else)."""
-        return cls(name=kwargs.pop("name", f"gpulab-{lab}"), nodes=get_lab(lab).nodes, **kwargs)
+    def for_lab(cls, lab: Lab | str, *, lab_dirs: Sequence[Path] = (), **kwargs: Any) -> KwokCluster:
+        """A cluster shaped like ``lab``'s starting environment (a discovered lab's name, or the Lab)."""
+        lab = discover(lab_dirs).get(lab) if isinstance(lab, str) else lab
+        environment: Environment = lab.environment
+        return cls(name=kwargs.pop("name", f"gpulab-{lab.name}"), nodes=environment.nodes, objects=environment.objects, **kwargs)
 
     # -- paths and environment ------------------------------------------------
 
@@ -106,7 +111,7 @@ class KwokCluster:
 
     # -- lifecycle -------------------------------------------------------------
 
-    def start(self) -> "KwokCluster":
+    def start(self) -> KwokCluster:
         missing = toolchain.missing_binaries(self.bin_dir)
         if missing:
             raise KwokClusterError(
@@ -153,6 +158,7 @@ class KwokCluster:
             self._wait_for_apiserver(self.ready_timeout)
             self.create_nodes(self.nodes)
             self.wait_until_ready(self.ready_timeout)
+            self.apply_objects(self.objects)
         except BaseException:
             self._cleanup_after_failure()
             raise
@@ -212,7 +218,7 @@ class KwokCluster:
         self._kwokctl_delete(check=True)
         self._remove_workdir()
 
-    def __enter__(self) -> "KwokCluster":
+    def __enter__(self) -> KwokCluster:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -241,6 +247,15 @@ class KwokCluster:
         if nodes:
             manifest = {"apiVersion": "v1", "kind": "List", "items": [node.manifest() for node in nodes]}
             self.kubectl("create", "-f", "-", input=json.dumps(manifest))
+
+    def apply_objects(self, paths: Sequence[Path]) -> None:
+        """The lab's starting objects, file by file; a file's CustomResourceDefinitions are Established
+        before the next file, which may hold their custom resources."""
+        for path in paths:
+            created = self.kubectl("apply", "-f", str(path), "-o", "name").stdout.split()
+            crds = [name for name in created if name.startswith("customresourcedefinition")]
+            if crds:
+                self.kubectl("wait", "--for=condition=Established", f"--timeout={int(self.ready_timeout)}s", *crds)
 
     def is_running(self) -> bool:
         """Whether this cluster's API server answers (its state may outlive its processes)."""

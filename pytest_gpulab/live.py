@@ -1,14 +1,19 @@
-"""Read-only access to the learner's lab cluster.
+"""Read-only access to the learner's lab cluster, by kind and name.
 
-:class:`LiveCluster` only ever sends GET requests: the grader never creates,
-changes or deletes a cluster object. Objects come back as plain dicts, exactly
-as the API server serves them.
+:class:`LiveCluster` reads with GET only; the grader never creates, changes
+or deletes a cluster object. The one other request it can make is a
+server-side dry run (``dryRun=All``), which the API server validates and
+discards: it tells a learner why their manifest was refused, and persists
+nothing. Objects come back as plain dicts, exactly as the API server serves them.
+
+    live.get("DaemonSet", "gpu-operator/nvidia-container-toolkit")
+    live.list("Pod", namespace="gpu-operator", labels="app=nvidia-container-toolkit")
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import urllib3
@@ -17,22 +22,45 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from .feedback import fail
+from .kinds import DISCOVERY_ACCEPT, Resource, from_discovery, known
 from .waiting import wait_until
 
 REQUEST_TIMEOUT = 10
+_TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
 class ClusterUnreachable(RuntimeError):
     """The kubeconfig could not be loaded or the API server did not answer."""
 
 
+def split_name(name: str, namespace: str | None = None) -> tuple[str | None, str]:
+    """``"gpu-lab/cuda-probe"`` -> ("gpu-lab", "cuda-probe"); a bare name keeps ``namespace``."""
+    if "/" in name:
+        namespace, name = name.split("/", 1)
+    return namespace, name
+
+
+def selector(labels: Mapping[str, str] | str | None) -> str | None:
+    """A label selector string from ``{"app": "x"}`` (or one already written)."""
+    if labels is None or isinstance(labels, str):
+        return labels
+    return ",".join(f"{key}={value}" for key, value in labels.items())
+
+
+def owned_by(objects: list[dict[str, Any]], owner: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The objects whose ownerReferences name ``owner`` (by uid)."""
+    uid = (owner.get("metadata") or {}).get("uid")
+    return [obj for obj in objects if any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])]
+
+
 class LiveCluster:
     def __init__(self, api_client: k8s_client.ApiClient, source: str) -> None:
         self.api_client = api_client
         self.source = source  # where the connection came from, for messages
+        self._discovered: list[Resource] | None = None
 
     @classmethod
-    def from_kubeconfig(cls, kubeconfig: str | None) -> "LiveCluster":
+    def from_kubeconfig(cls, kubeconfig: str | None) -> LiveCluster:
         """``kubeconfig`` may be a path or a ``:``-separated list, as in ``KUBECONFIG``."""
         configuration = k8s_client.Configuration()
         try:
@@ -42,59 +70,113 @@ class LiveCluster:
         configuration.retries = 1
         return cls(k8s_client.ApiClient(configuration), kubeconfig or "~/.kube/config")
 
-    def _request(self, path: str, query: dict[str, str] | None = None) -> Any:
-        method, url, headers, _, _ = self.api_client.param_serialize(
-            "GET", path, query_params=list((query or {}).items()),
-            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+    @property
+    def host(self) -> str:
+        return str(self.api_client.configuration.host)
+
+    def _request(self, path: str, query: Mapping[str, str] | None = None, *, body: Any = None, accept: str = "application/json") -> Any:
+        method = "GET" if body is None else "POST"
+        if method != "GET" and (query or {}).get("dryRun") != "All":
+            raise PermissionError("the grader is read-only: only GET and server-side dry runs are sent")
+        headers = {"Accept": accept, **({"Content-Type": "application/json"} if body is not None else {})}
+        method, url, headers, data, _ = self.api_client.param_serialize(
+            method, path, query_params=list((query or {}).items()), header_params=headers, body=body, auth_settings=["BearerToken"],
         )
-        response = self.api_client.call_api(method, url, header_params=headers, _request_timeout=REQUEST_TIMEOUT)
+        response = self.api_client.call_api(method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT)
         response.read()
         if response.status >= 400:
-            raise ApiException(status=response.status, reason=response.reason)
+            raise ApiException(status=response.status, reason=response.reason, http_resp=response)
         return json.loads(response.data)
 
-    def probe(self) -> str:
-        """The server's version, or :class:`ClusterUnreachable` saying why not."""
+    def _read(self, path: str, query: Mapping[str, str] | None = None, **options: Any) -> Any:
+        """``_request``, with a failure the learner can act on when the cluster misbehaves; None for 404."""
         try:
-            return self._request("/version").get("gitVersion", "unknown")
-        except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
-            reason = getattr(error, "reason", None) or error
-            raise ClusterUnreachable(f"the API server at {self.api_client.configuration.host} did not answer ({reason})") from None
-
-    def get(self, path: str, **query: str) -> dict[str, Any] | None:
-        """The object at ``path`` (e.g. ``/api/v1/nodes/lab-node-0``), or None if it does not exist.
-
-        Any other failure (the API server stopped, a refusal, an answer that is not JSON) fails
-        the step with a sentence, never a traceback.
-        """
-        try:
-            return self._request(path, query)
+            return self._request(path, query, **options)
         except ApiException as error:
             if error.status == 404:
                 return None
             problem = f"answered {error.status} {error.reason}"
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+        except _TRANSPORT_ERRORS as error:
             problem = f"did not answer ({getattr(error, 'reason', None) or error})"
         fail(
             f"The lab cluster {problem} when the grader read {path}. Check that it is still running "
             "(kubectl get nodes), then grade again.",
-            detail={"path": path, "host": self.api_client.configuration.host},
+            detail={"path": path, "host": self.host},
         )
 
-    def list(self, path: str, **query: str) -> list[dict[str, Any]]:
-        """The items of the list at ``path``; ``query`` e.g. ``labelSelector=...``."""
-        return (self.get(path, **query) or {}).get("items", [])
+    def probe(self) -> str:
+        """The server's version, or :class:`ClusterUnreachable` saying why not."""
+        try:
+            return str(self._request("/version").get("gitVersion", "unknown"))
+        except (ApiException, *_TRANSPORT_ERRORS) as error:
+            reason = getattr(error, "reason", None) or error
+            raise ClusterUnreachable(f"the API server at {self.host} did not answer ({reason})") from None
 
-    def wait_for(self, path: str, predicate: Callable[[dict[str, Any] | None], bool], timeout: float) -> dict[str, Any] | None:
-        """Poll the object at ``path`` until ``predicate`` holds; the last object read either way."""
+    def resource(self, kind: str, group: str | None = None) -> Resource | None:
+        """Where ``kind`` lives; custom resources from discovery, read once (again after a miss)."""
+        found = known(kind, group)
+        if found is None:
+            for fresh in (False, True):
+                if fresh or self._discovered is None:
+                    self._discovered = from_discovery(self._read(path, accept=DISCOVERY_ACCEPT) for path in ("/api", "/apis"))
+                found = next((r for r in self._discovered if r.answers_to(kind) and group in (None, r.group)), None)
+                if found:
+                    break
+        return found
+
+    def get_path(self, path: str, **query: str) -> dict[str, Any] | None:
+        """The object at a raw API path, or None if it does not exist."""
+        result = self._read(path, query)
+        return result if isinstance(result, dict) else None
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The ``kind`` object ``name`` (``"namespace/name"`` for a namespaced one), or None."""
+        namespace, name = split_name(name, namespace)
+        resource = self.resource(kind)
+        return self.get_path(resource.path(name, namespace)) if resource else None
+
+    def list(self, kind: str, namespace: str | None = None, *, labels: Mapping[str, str] | str | None = None, fields: str | None = None) -> list[dict[str, Any]]:
+        """The ``kind`` objects in ``namespace`` (all namespaces if None), by label and field selector."""
+        resource = self.resource(kind)
+        query = {key: value for key, value in (("labelSelector", selector(labels)), ("fieldSelector", fields)) if value}
+        items = (self.get_path(resource.path(namespace=namespace), **query) or {}).get("items", []) if resource else []
+        return [item for item in items if isinstance(item, dict)]
+
+    def wait_for(
+        self, kind: str, name: str, predicate: Callable[[dict[str, Any] | None], bool], timeout: float, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """Read the object until ``predicate`` holds or ``timeout`` passes; the last object read either way."""
         last: list[dict[str, Any] | None] = [None]
 
         def check() -> bool:
-            last[0] = self.get(path)
+            last[0] = self.get(kind, name, namespace)
             return predicate(last[0])
 
         wait_until(check, timeout, interval=0.5)
         return last[0]
 
+    def refusal(self, manifest: Mapping[str, Any]) -> str | None:
+        """Why the API server would refuse to create ``manifest`` (a server-side dry run), or None."""
+        api_version, kind = str(manifest.get("apiVersion", "")), str(manifest.get("kind", ""))
+        group, _, version = api_version.rpartition("/")
+        resource = self.resource(kind, group) if version else None
+        if resource is None:
+            return f"the API server serves no kind {kind or '(none)'} in apiVersion {api_version or '(none)'}"
+        namespace = (manifest.get("metadata") or {}).get("namespace") if isinstance(manifest.get("metadata"), dict) else None
+        try:
+            self._request(resource.path(namespace=namespace or "default", version=version), {"dryRun": "All"}, body=dict(manifest))
+        except ApiException as error:
+            return _status_message(error)
+        except _TRANSPORT_ERRORS:
+            return None
+        return None
+
     def close(self) -> None:
         self.api_client.close()
+
+
+def _status_message(error: ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except ValueError:
+        return str(error.reason)

@@ -1,20 +1,21 @@
 """pytest hooks of pytest-gpulab; the fixtures live in :mod:`pytest_gpulab.fixtures`.
 
-``pytest --lab gpuop`` collects the lab's graders (one module per step). A
-wrong answer is reported as the grader's sentence, without a traceback; the
-instructor's detail goes to the JSON report's ``metadata`` of that test.
+``pytest --lab gpuop`` collects the lab's folder: one module per step, one
+test function per named check. A wrong answer is reported as the grader's
+sentence, without a traceback; the instructor's detail goes to the JSON
+report's ``metadata`` of that check.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from . import reporting
 from . import settings as settings_mod
+from .collect import LabFolder, StepModule, is_lab_folder, lab_name_of
 from .feedback import StepFailed
 from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures)
     fake_containerd,
@@ -23,13 +24,20 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
     lab,
     lab_cluster,
     lab_root,
+    learner,
     learner_script,
     live,
+    script_runner,
     settings_key,
 )
-from .steps import StepInfo, step_of, tally
+from .guard import stay_out_of
+from .labfile import Lab, load_lab
+from .reporting import CheckRun, results_key
+from .steps import check_of, step_of, validate_points
 
-# -- options and collection ------------------------------------------------------
+early_lab_key = pytest.StashKey[tuple[Lab | None, settings_mod.Found | None]]()
+
+# -- options, settings and what is collected -----------------------------------------
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,154 +46,100 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """With a lab chosen and no paths given, collect that lab's graders; keep out of the learner's directory."""
+    """With a lab chosen and no paths given, collect that lab's folder; take nothing from the learner's directory."""
     namespace = early_config.known_args_namespace
-    chosen = settings_mod.lab_from(early_config, namespace=namespace)
+    chosen, found = settings_mod.lab_from(early_config, namespace=namespace)
+    early_config.stash[early_lab_key] = (chosen, found)
     if chosen is None:
         return
-    _stay_out_of(settings_mod.lab_root_from(early_config, chosen, namespace=namespace).resolve(), early_config)
-    if not getattr(namespace, "file_or_dir", None):
-        graders = str(chosen.graders)
-        args.append(graders)
-        # pytest imports the initial conftests from these paths, else from the current directory
-        # (often the learner's): only the graders' own conftest files are ever imported.
-        namespace.file_or_dir = [graders]
-        namespace.confcutdir = str(Path(graders).parent)
-
-
-def _within(path: Path | None, directory: Path) -> bool:
-    return path is not None and (path.resolve() == directory or directory in path.resolve().parents)
-
-
-def _stay_out_of(learner_root: Path, early_config: pytest.Config) -> None:
-    """pytest picks its rootdir and ini file before plugins load, so a run started in the learner's
-    directory (or `--lab-root PATH` read as a path) may point them there. Settings never come from
-    the learner, and the cache is not written there."""
-    if _within(early_config.inipath, learner_root):
-        raise pytest.UsageError(
-            f"pytest would take its settings from {early_config.inipath}, inside the learner's directory "
-            f"{learner_root}; grading never does. Run the grader from another directory, or pass --rootdir "
-            "and -c naming a directory and settings file of your own."
-        )
-    if _within(early_config.rootpath, learner_root):
-        # As `-p no:cacheprovider` does: the cache would be written into the learner's directory.
-        for name in ("cacheprovider", "stepwise"):
-            if early_config.pluginmanager.has_plugin(name):
-                early_config.pluginmanager.unregister(name=name)
+    learner_root, _ = settings_mod.lab_root_from(early_config, chosen, namespace=namespace)
+    stay_out_of((learner_root or chosen.default_root).resolve(), early_config)
+    if not namespace.file_or_dir:
+        args.append(str(chosen.folder))  # documented: this hook may add to the command line's arguments
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "step(number, title, points=1): the lab step a grader test checks, its title and its points.",
-    )
-    config.stash[settings_key] = settings_mod.resolve(config)
+    config.addinivalue_line("markers", "step(number, title, points=1): the lab step a module's checks grade, its title and points.")
+    config.addinivalue_line("markers", "check(name=None, *, points=None): a check's stable name, and its own points if the step splits them.")
+    config.stash[settings_key] = settings_mod.resolve(config, config.stash.get(early_lab_key, None))
     config.pluginmanager.register(JsonSummary(config), "gpulab-json-summary")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    run = config.stash[settings_key]
-    if run.lab is None:
-        return []
-    cluster = (
-        "a fresh ephemeral lab cluster" if run.lab_cluster == "ephemeral"
-        else settings_mod.effective_kubeconfig(run.kubeconfig, run.lab) or "~/.kube/config"
-    )
-    return [f"gpulab: lab {run.lab.name}, learner root {run.lab_root}, cluster {cluster}"]
+    return config.stash[settings_key].header()
+
+
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A folder with a lab.toml is a lab, wherever it is."""
+    if is_lab_folder(path):
+        return LabFolder.from_parent(parent, path=path, nodeid=lab_name_of(path))
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Module | pytest.Class, name: str, obj: object) -> pytest.Item | None:
+    """A step's test functions are its checks, named after them (``gpuop/step-5::pending-reason``)."""
+    return collector.check_item(name, obj) if isinstance(collector, StepModule) else None
+
+
+def _lab_of(item: pytest.Item, settings: settings_mod.RunSettings) -> str:
+    folder = next((node for node in item.listchain() if isinstance(node, LabFolder)), None)
+    return folder.nodeid if folder is not None else (settings.lab.name if settings.lab else "lab")
+
+
+def _the_collected_lab(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``pytest path/to/lab`` without --lab: the one lab folder collected is the run's lab."""
+    settings = config.stash[settings_key]
+    folders = {node.path for item in items for node in item.listchain() if isinstance(node, LabFolder)}
+    if settings.lab is None and len(folders) == 1:
+        chosen = load_lab(folders.pop())
+        config.stash[settings_key] = settings_mod.resolve(config, (chosen, settings_mod.Found(chosen.name, "the lab folder collected")))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check every grader's step marker now (an author error), and count every step as possible."""
-    run = config.stash[settings_key]
-    graders = Path(str(run.lab.graders)).resolve() if run.lab else None
+    """Check every step and check marker now (an author's error), and count every check as possible."""
+    _the_collected_lab(config, items)
+    settings = config.stash[settings_key]
+    graders = settings.lab.folder.resolve() if settings.lab else None
     results = config.stash.setdefault(results_key, {})
     for item in items:
         if item.get_closest_marker("step") or (graders and graders in Path(item.path).resolve().parents):
-            results[item.nodeid] = StepRun(step_of(item))
+            step = step_of(item)
+            module = item.getparent(StepModule)
+            if module is not None and module.step_number not in (None, step.number):
+                raise pytest.UsageError(f"{module.path.name} is marked step {step.number}; a step module's file name starts with its own step number.")
+            results[item.nodeid] = CheckRun(step, check_of(item, _lab_of(item, settings), step))
+            item.user_properties += [("gpulab_step", step.number), ("gpulab_check", results[item.nodeid].check.id)]
+    validate_points(reporting.scores(config))
 
 
 # -- results -------------------------------------------------------------------------
-
-
-@dataclass
-class StepRun:
-    step: StepInfo
-    passed: bool | None = None  # None until the test's call phase (or a failure) says; never run: None
-    notes: list[str] = field(default_factory=list)
-
-
-results_key = pytest.StashKey[dict[str, StepRun]]()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
-    """A wrong answer reads as the grader's sentence; each step's result is kept for the summaries."""
-    report: pytest.TestReport = yield
-    if call.excinfo is not None and isinstance(call.excinfo.value, StepFailed):
-        report.longrepr = call.excinfo.value.learner_text()
-    run = item.config.stash.get(results_key, {}).get(item.nodeid)
-    if run is not None:
-        if not report.passed:
-            run.passed = False
-        elif report.when == "call" and run.passed is None:
-            run.passed = True
-        if report.when == "teardown":
-            run.notes = notes_of(item)
-    return report
 
 
 def notes_of(item: pytest.Item) -> list[str]:
     return [note for key, note in item.user_properties if key == "gpulab_note"]
 
 
-DETAIL_LIMIT = 20_000  # characters of JSON per failure's detail
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """JSON-shaped data: string keys, lists for sequences, text for anything else; bounded depth."""
-    if depth > 40:
-        return "..."
-    if isinstance(value, dict):
-        return {str(key): _plain(item, depth + 1) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_plain(item, depth + 1) for item in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
-
-
-def _json_safe(value: Any) -> Any:
-    """The instructor's detail as JSON, never an error: a report must always be written."""
-    try:
-        text = json.dumps(_plain(value))
-    except (TypeError, ValueError, RecursionError) as error:
-        return f"(detail could not be recorded: {error})"
-    return json.loads(text) if len(text) <= DETAIL_LIMIT else text[:DETAIL_LIMIT] + " ...(cut)"
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """A wrong answer reads as the grader's sentence under the check's id; each result is kept for the summaries."""
+    report: pytest.TestReport = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, StepFailed):
+        report.longrepr = call.excinfo.value.learner_text()
+    run = item.config.stash.get(results_key, {}).get(item.nodeid)
+    if run is not None:
+        report.location = (report.location[0], report.location[1], run.check.id)
+        reporting.record(run, report, call, notes_of(item))
+    return report
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any]:
-    """Each grader test carries its lab, step, title and points; a failure its feedback and detail."""
+    """Each check carries its lab, step, title, points and id; a failure its feedback and detail."""
     run = item.config.stash.get(results_key, {}).get(item.nodeid)
     if run is None:
         return {}
-    run_settings = item.config.stash[settings_key]
-    metadata: dict[str, Any] = {"lab": run_settings.lab.name if run_settings.lab else None, **run.step.as_dict()}
-    notes = notes_of(item)
-    if notes:
-        metadata["notes"] = notes
-    if call.excinfo is not None and call.when in ("setup", "call"):
-        error = call.excinfo.value
-        if isinstance(error, StepFailed):
-            metadata.update(feedback=error.message, hint=error.hint, detail=_json_safe(error.detail), internal_error=False)
-        elif not isinstance(error, pytest.skip.Exception):
-            metadata.update(feedback=None, internal_error=True, error=f"{type(error).__name__}: {error}")
-    return metadata
-
-
-def _scores(config: pytest.Config) -> list:
-    """Every collected step, earned only when all its tests ran and passed."""
-    return tally((run.step, nodeid, run.passed is True) for nodeid, run in config.stash.get(results_key, {}).items())
+    return reporting.test_metadata(run, item.config.stash[settings_key], call, notes_of(item))
 
 
 class JsonSummary:
@@ -196,31 +150,15 @@ class JsonSummary:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
-        scores = _scores(self.config)
-        run_settings = self.config.stash[settings_key]
-        if not scores:
-            return
-        json_report["gpulab"] = {
-            "lab": run_settings.lab.name if run_settings.lab else None,
-            "earned": sum(score.earned for score in scores),
-            "possible": sum(score.step.points for score in scores),
-            "steps": [
-                {**score.step.as_dict(), "earned": score.earned, "passed": score.passed, "nodeids": score.nodeids}
-                for score in scores
-            ],
-        }
+        summary = reporting.run_summary(self.config, self.config.stash[settings_key])
+        if summary is not None:
+            json_report["gpulab"] = summary
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    run_settings = config.stash[settings_key]
-    scores = _scores(config)
-    if not scores or run_settings.lab is None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    settings = config.stash[settings_key]
+    if settings.lab is None or not reporting.scores(config):
         return
-    terminalreporter.section(f"lab {run_settings.lab.name}")
-    for score in scores:
-        mark = "PASS" if score.passed else "FAIL"
-        terminalreporter.write_line(f"step {score.step.number}: {mark}  {score.step.title} ({score.earned}/{score.step.points})")
-    terminalreporter.write_line(f"total: {sum(s.earned for s in scores)}/{sum(s.step.points for s in scores)} points")
-    for run in config.stash.get(results_key, {}).values():
-        for note in run.notes:
-            terminalreporter.write_line(f"note on step {run.step.number}: {note}")
+    terminalreporter.section(f"lab {settings.lab.name} (rubric {settings.lab.rubric_version})")
+    for line in reporting.terminal_lines(config, settings):
+        terminalreporter.write_line(line)

@@ -1,20 +1,23 @@
 """The run's settings: each one an option, an ini setting and an environment variable.
 
 Precedence, lowest first: ini setting < environment variable < command-line
-option. One help text serves the option and the ini setting.
+option. One help text serves the option and the ini setting. Every resolved
+value remembers where it came from, and an error names that place.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from . import toolchain
-from .labs import Lab, UnknownLab, get_lab
+from .labs import Catalog, Lab, UnknownLab, discover
 
 LAB_CLUSTER_CHOICES = ("existing", "ephemeral")
 DEFAULT_SCRIPT_TIMEOUT = 20.0
@@ -27,13 +30,25 @@ class Setting:
     env: str
     help: str
     metavar: str
+    ini_type: str = "string"
+    choices: tuple[str, ...] = ()
 
     @property
     def ini(self) -> str:
         return f"gpulab_{self.name}"
 
+    @property
+    def dest(self) -> str:
+        return f"gpulab_{self.name}"
 
-LAB = Setting("lab", "--lab", "GPULAB_LAB", "Lab to grade: collects its graders (e.g. gpuop).", "NAME")
+
+LAB = Setting("lab", "--lab", "GPULAB_LAB", "Lab to grade: collects its steps (e.g. gpuop).", "NAME")
+LAB_DIR = Setting(
+    "lab_dir", "--lab-dir", "GPULAB_LAB_DIR",
+    "A folder holding a lab (its lab.toml) or lab folders, besides the installed labs; may be repeated "
+    "(the environment variable takes a ':'-separated list). A lab found here wins over an installed one "
+    "of the same name.", "PATH", ini_type="paths",
+)
 LAB_ROOT = Setting(
     "lab_root", "--lab-root", "GPULAB_LAB_ROOT",
     "The learner's lab directory (default: the lab's own, e.g. /root/gpuop).", "PATH",
@@ -46,50 +61,80 @@ KUBECONFIG = Setting(
 LAB_CLUSTER = Setting(
     "lab_cluster", "--lab-cluster", "GPULAB_LAB_CLUSTER",
     "'existing' grades the cluster the kubeconfig points at (default); 'ephemeral' starts a "
-    "fresh lab cluster for this run and deletes it afterwards.", "MODE",
+    "fresh lab cluster for this run and deletes it afterwards.", "MODE", choices=LAB_CLUSTER_CHOICES,
 )
 SCRIPT_TIMEOUT = Setting(
     "script_timeout", "--script-timeout", "GPULAB_SCRIPT_TIMEOUT",
-    f"Seconds a learner script may run before its process group is killed (default {DEFAULT_SCRIPT_TIMEOUT:g}).", "SECONDS",
+    f"Seconds a learner script may run before its process group is killed (default {DEFAULT_SCRIPT_TIMEOUT:g}).",
+    "SECONDS", ini_type="float",
 )
-ALL_SETTINGS = (LAB, LAB_ROOT, KUBECONFIG, LAB_CLUSTER, SCRIPT_TIMEOUT)
+ALL_SETTINGS = (LAB, LAB_DIR, LAB_ROOT, KUBECONFIG, LAB_CLUSTER, SCRIPT_TIMEOUT)
 
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpulab", "GPU-operations lab grading")
     for setting in ALL_SETTINGS:
-        extra = {"choices": LAB_CLUSTER_CHOICES} if setting is LAB_CLUSTER else {}
-        group.addoption(setting.flag, dest=f"gpulab_{setting.name}", default=None, metavar=setting.metavar, help=f"{setting.help} [env {setting.env}, ini {setting.ini}]", **extra)
-        parser.addini(setting.ini, setting.help, default=None)
+        extra: dict[str, Any] = {"choices": setting.choices} if setting.choices else {}
+        if setting.ini_type == "paths":
+            extra["action"] = "append"
+        group.addoption(
+            setting.flag, dest=setting.dest, default=None, metavar=setting.metavar,
+            help=f"{setting.help} [env {setting.env}, ini {setting.ini}]", **extra,
+        )
+        parser.addini(setting.ini, setting.help, type=setting.ini_type, default=[] if setting.ini_type == "paths" else None)  # type: ignore[arg-type]
 
 
-def raw_value(config: pytest.Config, setting: Setting, *, namespace: object | None = None) -> str | None:
-    """The winning value by precedence: option, else environment, else ini."""
-    source = namespace if namespace is not None else config.option
-    option = getattr(source, f"gpulab_{setting.name}", None)
-    if option not in (None, ""):
-        return str(option)
-    env = os.environ.get(setting.env)
-    if env:
-        return env
-    ini = config.getini(setting.ini)
-    return str(ini) if ini not in (None, "", []) else None
+@dataclass(frozen=True)
+class Found:
+    """A setting's winning value and where it came from, for messages and the report header."""
+
+    value: Any
+    source: str
 
 
-def lab_from(config: pytest.Config, *, namespace: object | None = None) -> Lab | None:
-    name = raw_value(config, LAB, namespace=namespace)
-    if name is None:
-        return None
+def lookup(config: pytest.Config, setting: Setting, *, namespace: object | None = None) -> Found | None:
+    """The winning value by precedence: option, else environment, else ini; None when unset."""
+    option = getattr(namespace if namespace is not None else config.option, setting.dest, None)
+    if option not in (None, "", []):
+        return Found(option, f"the option {setting.flag}")
+    if env := os.environ.get(setting.env):
+        value: Any = [Path(part) for part in env.split(os.pathsep) if part] if setting.ini_type == "paths" else env
+        return Found(value, f"the environment variable {setting.env}")
+    where = f"the ini setting {setting.ini} in {config.inipath}"
     try:
-        return get_lab(name, gradable=True)
+        ini = config.getini(setting.ini)
+    except (pytest.UsageError, ValueError) as error:
+        raise pytest.UsageError(f"{where} is not valid: {error}.") from None
+    return Found(ini, where) if ini not in (None, "", []) else None
+
+
+def lab_dirs_from(config: pytest.Config, *, namespace: object | None = None) -> list[Path]:
+    found = lookup(config, LAB_DIR, namespace=namespace)
+    return [Path(str(path)).expanduser() for path in found.value] if found else []
+
+
+def lab_from(config: pytest.Config, *, namespace: object | None = None) -> tuple[Lab | None, Found | None]:
+    """The chosen lab among those discovered (installed, and the lab directories)."""
+    found = lookup(config, LAB, namespace=namespace)
+    lab_dirs = lab_dirs_from(config, namespace=namespace)
+    if found is None and not lab_dirs:
+        return None, None
+    catalog: Catalog = discover(lab_dirs)
+    if found is None:  # a single lab folder given: that lab
+        given = [lab for lab in catalog.labs.values() if any(lab.folder == d or lab.folder.parent == d for d in lab_dirs)]
+        return (given[0], Found(given[0].name, f"the only lab in {LAB_DIR.flag}")) if len(given) == 1 else (None, None)
+    try:
+        return catalog.get(str(found.value)), found
     except UnknownLab as error:
-        raise pytest.UsageError(f"{error}. Run e.g. `pytest --lab gpuop`.") from None
+        raise pytest.UsageError(f"{error}\n(The lab name came from {found.source}.) Run e.g. `pytest --lab gpuop`.") from None
 
 
-def lab_root_from(config: pytest.Config, lab: Lab | None, *, namespace: object | None = None) -> Path | None:
+def lab_root_from(config: pytest.Config, lab: Lab | None, *, namespace: object | None = None) -> tuple[Path | None, str]:
     """The learner's directory: the setting, else the lab's own."""
-    value = raw_value(config, LAB_ROOT, namespace=namespace)
-    return Path(value).expanduser() if value else (lab.default_root if lab else None)
+    found = lookup(config, LAB_ROOT, namespace=namespace)
+    if found:
+        return Path(str(found.value)).expanduser(), found.source
+    return (lab.default_root, f"the default of lab {lab.name}") if lab else (None, "unset")
 
 
 def gpulab_up_kubeconfig(lab: str) -> Path:
@@ -111,26 +156,54 @@ class RunSettings:
     kubeconfig: str | None  # as set; None: the `gpulab up` cluster's if there is one, else ~/.kube/config
     lab_cluster: str
     script_timeout: float
+    sources: Mapping[str, str] = field(default_factory=dict)  # setting name -> where its value came from
 
-
-def resolve(config: pytest.Config) -> RunSettings:
-    """Read and validate every setting; cheap, no cluster or file access."""
-    lab = lab_from(config)
-    lab_root = lab_root_from(config, lab)
-
-    kubeconfig = raw_value(config, KUBECONFIG)
-
-    lab_cluster = raw_value(config, LAB_CLUSTER) or "existing"
-    if lab_cluster not in LAB_CLUSTER_CHOICES:
-        raise pytest.UsageError(
-            f"{LAB_CLUSTER.env}/{LAB_CLUSTER.ini} is {lab_cluster!r}; use one of {', '.join(LAB_CLUSTER_CHOICES)}."
+    def header(self) -> list[str]:
+        if self.lab is None:
+            return []
+        cluster = (
+            "a fresh ephemeral lab cluster" if self.lab_cluster == "ephemeral"
+            else effective_kubeconfig(self.kubeconfig, self.lab) or "~/.kube/config"
         )
+        return [
+            f"gpulab: lab {self.lab.name} (rubric {self.lab.rubric_version}) from {self.lab.folder} [{self.sources['lab']}]",
+            f"gpulab: learner root {self.lab_root} [{self.sources['lab_root']}]",
+            f"gpulab: cluster {cluster} [{self.sources.get('kubeconfig', 'default')}]",
+        ]
 
-    timeout_value = raw_value(config, SCRIPT_TIMEOUT)
+
+def _choice(config: pytest.Config, setting: Setting, default: str) -> Found:
+    found = lookup(config, setting) or Found(default, "the default")
+    if found.value not in setting.choices:
+        raise pytest.UsageError(
+            f"{found.source} is {found.value!r}; {setting.flag.lstrip('-')} is one of {', '.join(setting.choices)}."
+        )
+    return found
+
+
+def _seconds(config: pytest.Config, setting: Setting, default: float) -> Found:
+    found = lookup(config, setting) or Found(default, "the default")
     try:
-        script_timeout = float(timeout_value) if timeout_value else DEFAULT_SCRIPT_TIMEOUT
-    except ValueError:
-        script_timeout = -1.0
-    if not (script_timeout > 0 and math.isfinite(script_timeout)):
-        raise pytest.UsageError(f"the script timeout must be a positive number of seconds, got {timeout_value!r}.")
-    return RunSettings(lab, lab_root, kubeconfig, lab_cluster, script_timeout)
+        seconds = float(found.value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise pytest.UsageError(f"{found.source} is {found.value!r}; the script timeout must be a positive number of seconds.")
+    return Found(seconds, found.source)
+
+
+def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None = None) -> RunSettings:
+    """Read and validate every setting; ``lab`` is what the early hook already found."""
+    chosen, lab_found = lab if lab is not None else lab_from(config)
+    lab_root, root_source = lab_root_from(config, chosen)
+    kubeconfig = lookup(config, KUBECONFIG)
+    cluster = _choice(config, LAB_CLUSTER, "existing")
+    timeout = _seconds(config, SCRIPT_TIMEOUT, DEFAULT_SCRIPT_TIMEOUT)
+    sources = {
+        "lab": lab_found.source if lab_found else "unset",
+        "lab_root": root_source,
+        "kubeconfig": kubeconfig.source if kubeconfig else "default",
+        "lab_cluster": cluster.source,
+        "script_timeout": timeout.source,
+    }
+    return RunSettings(chosen, lab_root, str(kubeconfig.value) if kubeconfig else None, cluster.value, timeout.value, sources)

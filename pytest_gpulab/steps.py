@@ -1,72 +1,156 @@
-"""The ``step`` marker: which lab step a grader checks, its title and its points."""
+"""Steps and their checks: the ``step`` and ``check`` markers, and how a step is scored.
+
+A step is one module (or several) under ``pytest.mark.step(number, title,
+points)``; each test function in it is one named check with a stable id such
+as ``gpuop.5.pending-reason``. A step earns its points only when every check
+passes, unless its checks carry points of their own (``pytest.mark.check(points=N)``),
+in which case each check earns its own.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import pytest
+
+DEFAULT_STEP_POINTS = 1
+_CHECK_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*(\[.*\])?")
 
 
 @dataclass(frozen=True)
 class StepInfo:
     number: int
     title: str
-    points: int
+    points: int | None  # None: the sum of its checks' points, else DEFAULT_STEP_POINTS
 
     def as_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data["step"] = data.pop("number")
-        return data
+        return {"step": self.number, "title": self.title, "points": self.points}
 
 
-def _validate_step(number: int, title: str, points: int = 1) -> StepInfo:
+@dataclass(frozen=True)
+class CheckInfo:
+    id: str  # lab.step.name, stable across runs and reports
+    name: str
+    points: int | None = None
+
+
+def _validate_step(number: int, title: str, points: int | None = None) -> StepInfo:
     """The marker's signature; arguments checked like a function call."""
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
         raise ValueError(f"the step number must be a positive integer, got {number!r}")
     if not isinstance(title, str) or not title.strip():
         raise ValueError(f"the step title must be a non-empty string, got {title!r}")
-    if not isinstance(points, int) or isinstance(points, bool) or points < 0:
+    if points is not None and (not isinstance(points, int) or isinstance(points, bool) or points < 0):
         raise ValueError(f"points must be a non-negative integer, got {points!r}")
     return StepInfo(number, title.strip(), points)
 
 
-def step_of(item: pytest.Item, *, strict: bool = True) -> StepInfo | None:
-    """The item's step; with ``strict``, a missing or malformed marker is a usage error for the author."""
+def _validate_check(name: str | None = None, *, points: int | None = None) -> tuple[str | None, int | None]:
+    """The ``check`` marker's signature: an explicit check name and/or the check's own points."""
+    if name is not None and (not isinstance(name, str) or not _CHECK_NAME.fullmatch(name)):
+        raise ValueError(f"a check name is lower-case words joined by dashes (e.g. 'pending-reason'), got {name!r}")
+    if points is not None and (not isinstance(points, int) or isinstance(points, bool) or points < 0):
+        raise ValueError(f"points must be a non-negative integer, got {points!r}")
+    return name, points
+
+
+def check_name_of(function_name: str) -> str:
+    """``test_pending_reason`` -> ``pending-reason``; a parametrized ``[id]`` is kept."""
+    base, bracket, params = function_name.partition("[")
+    name = base.removeprefix("test_").removeprefix("test").strip("_").replace("_", "-").lower() or "check"
+    return f"{name}{bracket}{params}"
+
+
+def _usage_error(item: pytest.Item, marker: str, error: Exception, signature: str) -> pytest.UsageError:
+    return pytest.UsageError(f"{item.nodeid}: invalid {marker} marker: {error}. Use {signature}.")
+
+
+def step_of(item: pytest.Item) -> StepInfo:
+    """The item's step; a missing or malformed marker is a usage error for the author."""
     marker = item.get_closest_marker("step")
     if marker is None:
-        if strict:
-            raise pytest.UsageError(
-                f"{item.nodeid}: a grader needs a step marker, e.g. "
-                "`pytestmark = pytest.mark.step(1, \"Main containerd configuration\", points=10)`."
-            )
-        return None
+        raise pytest.UsageError(
+            f"{item.nodeid}: a grader needs a step marker, e.g. "
+            '`pytestmark = pytest.mark.step(1, "Main containerd configuration", points=10)`.'
+        )
     try:
         return _validate_step(*marker.args, **marker.kwargs)
     except (TypeError, ValueError) as error:
-        if strict:
-            raise pytest.UsageError(f"{item.nodeid}: invalid step marker: {error}. Use step(number, title, points=1).") from None
-        return None
+        raise _usage_error(item, "step", error, "step(number, title, points=1)") from None
+
+
+def explicit_check(obj: object) -> tuple[str | None, int | None]:
+    """The ``check`` marker's name and points on a test function, if it has one."""
+    marks = [mark for mark in getattr(obj, "pytestmark", []) if getattr(mark, "name", None) == "check"]
+    if not marks:
+        return None, None
+    return _validate_check(*marks[0].args, **marks[0].kwargs)
+
+
+def check_of(item: pytest.Item, lab: str, step: StepInfo) -> CheckInfo:
+    marker = item.get_closest_marker("check")
+    try:
+        name, points = _validate_check(*marker.args, **marker.kwargs) if marker else (None, None)
+    except (TypeError, ValueError) as error:
+        raise _usage_error(item, "check", error, "check(name=None, *, points=None)") from None
+    if name is None:
+        name = check_name_of(item.name)
+    elif "[" in item.name and "[" not in name:
+        name += item.name[item.name.index("[") :]
+    return CheckInfo(f"{lab}.{step.number}.{name}", name, points)
 
 
 @dataclass
 class StepScore:
-    """A step's result over its tests: earned only when every one of them passed."""
+    """A step's result over its checks."""
 
     step: StepInfo
-    passed: bool = True
+    checks: list[tuple[CheckInfo, bool]] = field(default_factory=list)
     nodeids: list[str] = field(default_factory=list)
 
     @property
+    def own_points(self) -> bool:
+        return any(check.points is not None for check, _ in self.checks)
+
+    @property
+    def possible(self) -> int:
+        if self.own_points:
+            return sum(check.points or 0 for check, _ in self.checks)
+        return self.step.points if self.step.points is not None else DEFAULT_STEP_POINTS
+
+    @property
+    def passed(self) -> bool:
+        return all(passed for _, passed in self.checks)
+
+    @property
     def earned(self) -> int:
-        return self.step.points if self.passed else 0
+        if self.own_points:
+            return sum(check.points or 0 for check, passed in self.checks if passed)
+        return self.possible if self.passed else 0
 
 
-def tally(results: Iterable[tuple[StepInfo, str, bool]]) -> list[StepScore]:
-    """(step, nodeid, passed) of each test -> one score per step, by step number."""
+def tally(results: Iterable[tuple[StepInfo, CheckInfo, str, bool]]) -> list[StepScore]:
+    """(step, check, nodeid, passed) of each test -> one score per step, by step number."""
     scores: dict[int, StepScore] = {}
-    for step, nodeid, passed in results:
+    for step, check, nodeid, passed in results:
         score = scores.setdefault(step.number, StepScore(step))
-        score.passed = score.passed and passed
+        score.checks.append((check, passed))
         score.nodeids.append(nodeid)
     return [scores[number] for number in sorted(scores)]
+
+
+def validate_points(scores: Iterable[StepScore]) -> None:
+    """A step's checks either all carry points or none does; the step's own points must agree."""
+    for score in scores:
+        carrying = [check for check, _ in score.checks if check.points is not None]
+        if carrying and len(carrying) != len(score.checks):
+            bare = next(check.id for check, _ in score.checks if check.points is None)
+            raise pytest.UsageError(f"step {score.step.number}: some checks carry points and {bare} does not; give every check points, or none.")
+        total = sum(check.points or 0 for check in carrying)
+        if carrying and score.step.points is not None and score.step.points != total:
+            raise pytest.UsageError(
+                f"step {score.step.number} is marked points={score.step.points} but its checks' points add up to {total}; "
+                "drop the step's points or make them agree."
+            )

@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass
-from importlib import resources
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from gpuop_variants import FORMS, TRAPS, Variant, copy_root
 from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.labs import discover
 from pytest_gpulab.waiting import wait_until
 
-SOLVE = Path(str(resources.files("pytest_gpulab.reference") / "gpuop" / "solve.sh"))
+SOLVE = discover().get("gpuop").reference
 ALL_STEPS = set(range(1, 9))
 
 
 @dataclass
 class StepResult:
-    outcome: str
-    message: str
-    metadata: dict
+    """A step over its checks: failed if any check did, with every failing check's message."""
+
+    outcome: str = "passed"
+    message: str = ""
+    checks: list[dict] = field(default_factory=list)  # each check's metadata
+
+    @property
+    def notes(self) -> list[str]:
+        return [note for check in self.checks for note in check.get("notes", [])]
 
 
 def solve(cluster: KwokCluster, root: Path, *steps: int) -> None:
@@ -41,10 +47,14 @@ def grade(pytester: pytest.Pytester, root: Path, cluster: KwokCluster, *args: st
         "--json-report", f"--json-report-file={report}", "-p", "no:cacheprovider", *args,
     )
     assert result.ret in (0, 1), result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
-    steps = {}
+    steps: dict[int, StepResult] = {}
     for test in json.loads(report.read_text())["tests"]:
-        failed_stage = next((test[s] for s in ("setup", "call") if s in test and test[s]["outcome"] != "passed"), {})
-        steps[test["metadata"]["step"]] = StepResult(test["outcome"], failed_stage.get("longrepr") or "", test["metadata"])
+        step = steps.setdefault(test["metadata"]["step"], StepResult())
+        step.checks.append(test["metadata"])
+        failed_stage = next((test[s] for s in ("setup", "call") if s in test and test[s]["outcome"] != "passed"), None)
+        if failed_stage is not None:
+            step.outcome = "failed"
+            step.message += (failed_stage.get("longrepr") or "") + "\n"
     assert set(steps) == ALL_STEPS
     return steps
 
@@ -69,8 +79,9 @@ def test_reference_solution_passes_every_step(pytester, reference):
     assert failing(steps) == {}
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before, "the grader changed the learner's files"
     for number, step in steps.items():
-        assert step.metadata["lab"] == "gpuop" and step.metadata["step"] == number
-        assert step.metadata["title"] and step.metadata["points"] > 0
+        for check in step.checks:
+            assert check["lab"] == "gpuop" and check["step"] == number and check["check"].startswith(f"gpuop.{number}.")
+            assert check["title"] and check["points"] > 0
 
 
 @pytest.mark.parametrize("variant", TRAPS, ids=lambda v: v.name)
@@ -83,7 +94,7 @@ def test_trap_fails_exactly_its_step_with_its_hint(pytester, reference, tmp_path
     message = failures[variant.failing_step]
     for fragment in variant.says:
         assert fragment in message, message
-    assert "Traceback" not in message and "Error" not in message.split(":")[0]
+    assert "Traceback" not in message and not any("Error" in line.split(":")[0] for line in message.splitlines())
 
 
 @pytest.mark.parametrize("variant", FORMS, ids=lambda v: v.name)
@@ -94,7 +105,7 @@ def test_form_variant_passes(pytester, reference, tmp_path, variant: Variant):
     steps = grade(pytester, root, cluster)
     assert failing(steps) == {}
     if variant.note:
-        notes = [note for step in steps.values() for note in step.metadata.get("notes", [])]
+        notes = [note for step in steps.values() for note in step.notes]
         assert any(variant.note in note for note in notes), notes
 
 
@@ -105,7 +116,8 @@ def test_start_state_fails_every_step_then_cluster_mistakes_fail_their_steps(pyt
         start = grade(pytester, root, cluster)
         assert set(failing(start)) == ALL_STEPS
         for number, step in start.items():
-            assert step.metadata.get("internal_error") is False, (number, step.metadata)
+            failed = [check for check in step.checks if "internal_error" in check]
+            assert failed and all(check["internal_error"] is False for check in failed), (number, step.checks)
             assert step.message and "Traceback" not in step.message, (number, step.message)
 
         # Steps 1-5 and 7 done right; step 6 with a plain patch (the status subresource ignores

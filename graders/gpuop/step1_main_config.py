@@ -2,60 +2,57 @@
 
 import pytest
 
-from pytest_gpulab.containerd_toml import CRI_V2, cri_containerd, find_key
-from pytest_gpulab.feedback import expect, fail, shown
-from pytest_gpulab.parsing import dig, load_toml
+from pytest_gpulab.containerd_toml import CRI_V2, cri_containerd, runtime_option, runtime_table, stranded_table
+from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be
 
 pytestmark = pytest.mark.step(1, "Main containerd configuration", points=10)
 
-RUNC_TABLE = f'[plugins."{CRI_V2}".containerd.runtimes.runc]'
+CONFIG = "etc/containerd/config.toml"
+RUNC = f'plugins."{CRI_V2}".containerd.runtimes.runc'
 
 
-def test_main_containerd_config(lab_root):
-    display = "etc/containerd/config.toml"
-    config = load_toml(lab_root / display, display)
+@pytest.fixture(scope="module")
+def config(learner):
+    return learner.file(CONFIG).toml()
 
+
+def test_version(config):
     version = config.get("version")
-    if version == "2":
-        fail(f"{display} has version = \"2\", a string.", hint="version is the integer 2: write version = 2 without quotes.")
-    expect(type(version) is int and version == 2, f"{display} should have version = 2 at the top level, found {shown(version)}.", detail=config)
+    expect_value(
+        version, 2, f"{CONFIG}: version at the top level",
+        hint="version is the integer 2: write version = 2 without quotes." if isinstance(version, str) else None, detail=config,
+    )
 
+
+def test_imports(config):
     imports = config.get("imports")
-    if imports is None:
-        stranded = find_key(config, "imports")
-        if stranded:
-            table = ".".join(f'"{p}"' if "." in p else p for p in stranded[0][0])
-            fail(
-                f"{display} has imports inside the [{table}] table, not at the top level.",
-                hint="Every key after a [table] header belongs to that table: put imports above the first table header.",
-                detail=config,
-            )
-        fail(f"{display} has no top-level imports array.", detail=config)
+    if imports is None and (table := stranded_table(config, "imports")):
+        fail(
+            f"{CONFIG} has imports inside the [{table}] table, not at the top level.",
+            hint="Every key after a [table] header belongs to that table: put imports above the first table header.",
+            detail=config,
+        )
     expect(
-        isinstance(imports, list),
-        f"{display}: imports should be an array, found {shown(imports)}.",
-        hint='Write it in brackets: imports = ["/etc/containerd/conf.d/*.toml"].',
+        isinstance(imports, list), should_be(f"{CONFIG}: imports", Words("a top-level array"), imports),
+        hint='Write it in brackets: imports = ["/etc/containerd/conf.d/*.toml"].', detail=config,
     )
     expect(
         any(isinstance(entry, str) and entry.endswith("conf.d/*.toml") for entry in imports),
-        f"{display}: one entry of imports should end with conf.d/*.toml, found {shown(imports)}.",
-        detail=config,
+        should_be(f"{CONFIG}: imports", Words("an array with one entry ending conf.d/*.toml"), imports), detail=config,
     )
 
-    containerd = cri_containerd(config, display)
-    default = containerd.get("default_runtime_name")
-    expect(default == "runc", f'{display}: default_runtime_name under [plugins."{CRI_V2}".containerd] should be "runc", found {shown(default)}.', detail=config)
 
-    runc = dig(containerd, "runtimes", "runc")
-    expect(isinstance(runc, dict), f"{display} has no {RUNC_TABLE} table.", detail=config)
-    runtime_type = runc.get("runtime_type")
-    expect(runtime_type == "io.containerd.runc.v2", f'{display}: runtime_type in {RUNC_TABLE} should be "io.containerd.runc.v2", found {shown(runtime_type)}.', detail=config)
+def test_default_runtime(config):
+    default = cri_containerd(config, CONFIG).get("default_runtime_name")
+    expect_value(default, "runc", f'{CONFIG}: default_runtime_name under [plugins."{CRI_V2}".containerd]', detail=config)
 
-    systemd = dig(runc, "options", "SystemdCgroup")
-    if isinstance(systemd, str):
-        fail(
-            f'{display}: SystemdCgroup is the string {shown(systemd)}, not a boolean.',
-            hint="Write SystemdCgroup = true without quotes; a quoted value is a string and containerd rejects it.",
-            detail=config,
-        )
-    expect(systemd is True, f"{display}: options.SystemdCgroup of the runc runtime should be true, found {shown(systemd)}.", detail=config)
+
+def test_runc_runtime(config):
+    runc = runtime_table(config, CONFIG, "runc")
+    expect_value(runc.get("runtime_type"), "io.containerd.runc.v2", f"{CONFIG}: runtime_type in [{RUNC}]", detail=config)
+    systemd = runtime_option(runc, "SystemdCgroup", CONFIG, RUNC)
+    expect_value(
+        systemd, True, f"{CONFIG}: options.SystemdCgroup of the runc runtime",
+        hint="Write SystemdCgroup = true without quotes; a quoted value is a string and containerd rejects it." if isinstance(systemd, str) else None,
+        detail=config,
+    )

@@ -1,12 +1,11 @@
 """Step 4: a check script that looks at the loaded configuration."""
 
-import os
 import re
 
 import pytest
 
 from pytest_gpulab.feedback import expect, fail
-from pytest_gpulab.parsing import read_text
+from pytest_gpulab.scripts import said
 
 pytestmark = pytest.mark.step(4, "check-runtime.sh reads the loaded configuration", points=15)
 
@@ -15,20 +14,22 @@ WITH_NVIDIA = "v2-runc-nvidia"
 # The node of the accident: the drop-in is imported, only runc is loaded. A check that
 # greps for "nvidia" or looks at the imports line says "loaded" here, and is wrong.
 WITHOUT_NVIDIA = "v2-accident-imported-not-loaded"
+NO_NVIDIA_AT_ALL = "v2-runc-only"
+FILES_HINT = "A file is what was written, not what was loaded: judge by the output of `containerd config dump` alone."
 
 
 def code_without_comments(text):
     """Shell text with comments removed (a # that starts a word starts a comment)."""
-    kept = []
-    for line in text.splitlines():
-        kept.append(re.sub(r"(^|\s)#.*$", r"\1", line))
-    return "\n".join(kept)
+    return "\n".join(re.sub(r"(^|\s)#.*$", r"\1", line) for line in text.splitlines())
 
 
-FILES_HINT = "A file is what was written, not what was loaded: judge by the output of `containerd config dump` alone."
+@pytest.fixture(scope="module")
+def runs(script_runner, learner):
+    return script_runner.runs_of(learner.file(SCRIPT))
 
 
-def check_statically(code):
+def test_reads_the_dump_not_the_files(learner):
+    code = code_without_comments(learner.file(SCRIPT).text())
     if "/etc/containerd/config.toml" in code:
         fail(f"{SCRIPT} names /etc/containerd/config.toml.", hint=FILES_HINT)
     # Built up in pieces (a variable, a path join) or through the drop-ins, it is the same reading.
@@ -45,45 +46,55 @@ def check_statically(code):
     expect(re.search(r"(?<![\w/.-])containerd(?![\w.-])", code), f"{SCRIPT} never calls containerd; it should run `containerd config dump`.")
 
 
-def said(result):
-    """What the script printed on stderr, for the learner: its first line, if any."""
-    first = next((line.strip() for line in result.stderr.splitlines() if line.strip()), "")
-    return f" (it said: {first[:200]})" if first else ""
-
-
-def test_check_runtime_script(lab_root, learner_script, fake_containerd, feedback):
-    path = lab_root / SCRIPT
-    check_statically(code_without_comments(read_text(path, SCRIPT)))
-
-    with_nvidia = learner_script.run(path, dump=WITH_NVIDIA)
-    if with_nvidia.ran_with_bash:
+def test_exits_0_when_nvidia_is_loaded(runs, learner, feedback):
+    result = runs.run(dump=WITH_NVIDIA).result
+    if result.ran_with_bash:
         feedback.note(
             f"{SCRIPT} has no #! line, so the grader ran it with bash; start it with #!/usr/bin/env bash."
-            if os.access(path, os.X_OK)
+            if learner.file(SCRIPT).executable
             else f"{SCRIPT} is not executable (chmod +x), so the grader ran it with bash."
         )
-    runs = {"with_nvidia": with_nvidia.__dict__}
     expect(
-        with_nvidia.exit_code == 0,
-        f"Given a dump that has runtimes.nvidia, {SCRIPT} {with_nvidia.describe()}{said(with_nvidia)}; it should exit 0.",
-        detail=runs,
+        result.exit_code == 0,
+        f"Given a dump that has runtimes.nvidia, {SCRIPT} {result.describe()}{said(result)}; it should exit 0.",
+        detail=result.__dict__,
     )
-    saw_dump = fake_containerd.asked_for_config_dump()
 
-    fake_containerd.reset_calls()
-    without_nvidia = learner_script.run(path, dump=WITHOUT_NVIDIA)
-    runs["without_nvidia"] = without_nvidia.__dict__
-    expect(
-        not without_nvidia.timed_out and not without_nvidia.flooded and without_nvidia.exit_code not in (0, None),
-        f"Given a dump without runtimes.nvidia, {SCRIPT} {without_nvidia.describe()}{said(without_nvidia)}; it should exit non-zero so the check can fail.",
-        hint=(
-            "That dump is the accident's node: it imports 99-nvidia.toml yet loaded only runc. "
-            "Look for containerd.runtimes.nvidia, not for the word nvidia."
-        ) if without_nvidia.exit_code == 0 else None,
-        detail=runs,
+
+def why_it_said_loaded(runs):
+    """The cause, when the script exits 0 on the accident's dump: it never fails, or it reads the wrong thing."""
+    if runs.run(dump=NO_NVIDIA_AT_ALL).result.exit_code == 0:
+        return "It exits 0 even for a dump with no nvidia in it at all: end with exit 1 when containerd.runtimes.nvidia is not in the dump."
+    return (
+        "That dump is the accident's node: it imports 99-nvidia.toml yet loaded only runc. "
+        "Look for containerd.runtimes.nvidia, not for the word nvidia."
     )
+
+
+def test_exits_nonzero_when_nvidia_is_not_loaded(runs):
+    result = runs.run(dump=WITHOUT_NVIDIA).result
     expect(
-        saw_dump and fake_containerd.asked_for_config_dump(),
+        not result.timed_out and not result.flooded and result.exit_code not in (0, None),
+        f"Given a dump without runtimes.nvidia, {SCRIPT} {result.describe()}{said(result)}; it should exit non-zero so the check can fail.",
+        hint=why_it_said_loaded(runs) if result.exit_code == 0 else None,
+        detail=result.__dict__,
+    )
+
+
+def test_asks_containerd_config_dump(runs):
+    asked = [runs.run(dump=dump) for dump in (WITH_NVIDIA, WITHOUT_NVIDIA)]
+    expect(
+        all(run.asked_for_config_dump() for run in asked),
         f"{SCRIPT} did not run `containerd config dump`; it must judge by what the daemon loaded.",
-        detail={"calls": fake_containerd.calls(), **runs},
+        detail={"calls": [run.containerd.calls() for run in asked]},
+    )
+
+
+def test_exits_nonzero_when_there_is_no_containerd(runs):
+    result = runs.run(containerd=False).result
+    expect(
+        not result.timed_out and not result.flooded and result.exit_code not in (0, None),
+        f"With no containerd on PATH, {SCRIPT} {result.describe()}{said(result)}; it should exit non-zero: "
+        "a check that finds nothing to check must not report success.",
+        detail=result.__dict__,
     )

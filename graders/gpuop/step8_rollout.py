@@ -4,118 +4,129 @@ import re
 
 import pytest
 
-from pytest_gpulab.feedback import expect, fail, shown
-from pytest_gpulab.parsing import dig, find_object, load_yaml_documents, quantity_bytes, read_key_values
+from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
+from pytest_gpulab.live import owned_by
+from pytest_gpulab.parsing import dig, quantity_bytes
 
 pytestmark = pytest.mark.step(8, "Stalled DaemonSet rollout", points=15)
 
-DS = "/apis/apps/v1/namespaces/gpu-operator/daemonsets/nvidia-container-toolkit"
-NEW_IMAGE = "nvcr.io/nvidia/k8s/container-toolkit:v1.17.0"
-NEW_IMAGE_END = "container-toolkit:v1.17.0"
-OLD_TAG = ":v1.16.2"
-REPORT = "out/rollout.txt"
+DS = "gpu-operator/nvidia-container-toolkit"
 FILE = "k8s/toolkit-ds.yaml"
+REPORT = "out/rollout.txt"
+FIRST, CHANGED = ("v1.16.2", 128 * 2**20), ("v1.17.0", 64 * 2**30)  # (image tag, memory request): applied, then changed
 STATUS_WAIT_SECONDS = 20
 PUSHED_TOO_EARLY_HINT = (
     "Common mistake 3: the new spec was pushed before the three v1.16.2 Pods were Ready, so every Pod was "
     "replaced and none is ready. Delete the DaemonSet, apply v1.16.2/128Mi, wait until 3 are Ready, then change both."
 )
+TWO_EDITS_HINT = "Change the image and the memory request in one edit: delete the DaemonSet, apply v1.16.2/128Mi, wait until 3 are Ready, then change both at once."
 
 
-def ds_pods(live, ds):
-    uid = dig(ds, "metadata", "uid")
-    pods = live.list("/api/v1/namespaces/gpu-operator/pods")
-    return [p for p in pods if any(ref.get("uid") == uid for ref in dig(p, "metadata", "ownerReferences", default=[]) or [])]
+def memory_of(obj):
+    return dig(obj, "spec", "template", "spec", "containers", 0, "resources", "requests", "memory")
 
 
-def image_of(obj):
-    """The first container's image of a Pod or a DaemonSet, or None."""
+def spec_of(obj):
+    """(image tag, memory request in bytes) of a Pod's or a DaemonSet's first container."""
     containers = dig(obj, "spec", "containers") or dig(obj, "spec", "template", "spec", "containers")
     image = dig(containers, 0, "image")
-    return image if isinstance(image, str) else None
+    tag = image.rsplit(":", 1)[-1] if isinstance(image, str) and "container-toolkit:" in image else image
+    return tag, quantity_bytes(dig(containers, 0, "resources", "requests", "memory"))
 
 
-def memory_request(ds):
-    containers = dig(ds, "spec", "template", "spec", "containers")
-    for container in containers if isinstance(containers, list) else []:
-        request = dig(container, "resources", "requests", "memory")
-        if request is not None:
-            return str(request)
-    return None
+def expected_stall(lab):
+    """Every node runs the DaemonSet; maxUnavailable 1 lets exactly one Pod be replaced."""
+    nodes = len(lab.nodes)
+    return {"desired": nodes, "updated": 1, "ready": nodes - 1, "old": nodes - 1}
 
 
-def is_pending_on_memory(pod):
-    if dig(pod, "status", "phase") != "Pending":
-        return False
-    return any(
-        c.get("type") == "PodScheduled" and c.get("status") == "False" and "Insufficient memory" in (c.get("message") or "")
-        for c in dig(pod, "status", "conditions", default=[]) or []
-    )
-
-
-def stall_numbers(ds):
+def numbers(ds):
     status = ds.get("status", {})
-    return (status.get("desiredNumberScheduled"), status.get("updatedNumberScheduled", 0), status.get("numberReady", 0))
+    return {"desired": status.get("desiredNumberScheduled"), "updated": status.get("updatedNumberScheduled", 0), "ready": status.get("numberReady", 0)}
 
 
-def check_file(lab_root):
-    """The DaemonSet as written: the first spec or the changed one, whichever the file holds now."""
-    daemonset = find_object(load_yaml_documents(lab_root / FILE, FILE), "DaemonSet", "nvidia-container-toolkit")
-    expect(daemonset is not None, f"{FILE}: no DaemonSet named nvidia-container-toolkit.")
-    namespace = dig(daemonset, "metadata", "namespace")
-    expect(namespace == "gpu-operator", f"{FILE}: the DaemonSet's namespace should be gpu-operator, found {shown(namespace)}.")
-    max_unavailable = dig(daemonset, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
-    expect(str(max_unavailable) == "1", f"{FILE}: updateStrategy.rollingUpdate.maxUnavailable should be 1, found {shown(max_unavailable)}.")
-    image, memory = image_of(daemonset) or "", quantity_bytes(memory_request(daemonset))
-    first = image.endswith("container-toolkit:v1.16.2") and memory == 128 * 2**20
-    changed = image.endswith(NEW_IMAGE_END) and memory == 64 * 2**30
+def stalled(ds, lab):
+    return ds is not None and numbers(ds) == {key: value for key, value in expected_stall(lab).items() if key != "old"}
+
+
+@pytest.fixture(scope="module")
+def settled(lab_cluster, lab):
+    """The live DaemonSet once its status has settled (a bounded wait), or None if it is not there."""
+    live = lab_cluster.live_or_fail()
+    ds = live.get("DaemonSet", DS)
+    if ds is not None and not stalled(ds, lab):
+        ds = live.wait_for("DaemonSet", DS, lambda d: stalled(d, lab), STATUS_WAIT_SECONDS) or ds
+    return ds
+
+
+@pytest.fixture
+def daemonset(settled):
+    expect(settled, f"The DaemonSet {DS} is not in the cluster; apply {FILE}.")
+    return settled
+
+
+def test_daemonset_spec(learner, settled):
+    written = learner.file(FILE).object("DaemonSet", "nvidia-container-toolkit")
+    daemonset = settled
+    expect_value(dig(written, "metadata", "namespace"), "gpu-operator", f"{FILE}: the DaemonSet's namespace")
+    max_unavailable = dig(written, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
+    expect(str(max_unavailable) == "1", should_be(f"{FILE}: updateStrategy.rollingUpdate.maxUnavailable", 1, max_unavailable))
     expect(
-        first or changed,
+        spec_of(written) in (FIRST, CHANGED),
         f"{FILE} should hold either the first spec (v1.16.2, 128Mi) or the changed one (v1.17.0, 64Gi); "
-        f"found image {shown(image or None)}, memory {shown(memory_request(daemonset))}.",
+        f"found image {shown(spec_of(written)[0])}, memory {shown(memory_of(written))}.",
     )
+    expect(daemonset, f"The DaemonSet {DS} is not in the cluster; apply {FILE}.")
+    max_unavailable = dig(daemonset, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
+    expect(str(max_unavailable) == "1", should_be("In the cluster: updateStrategy.rollingUpdate.maxUnavailable", 1, max_unavailable))
+    tag, memory = spec_of(daemonset)
+    expect_value(tag, CHANGED[0], "The DaemonSet's image tag in the cluster")
+    expect(memory == CHANGED[1], should_be("The DaemonSet's memory request in the cluster", Words("64Gi"), memory_of(daemonset)))
 
 
-def test_stalled_rollout(lab_root, live):
-    check_file(lab_root)
-    ds = live.get(DS)
-    expect(ds, f"The DaemonSet gpu-operator/nvidia-container-toolkit is not in the cluster; apply {FILE}.")
-    max_unavailable = dig(ds, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
-    expect(str(max_unavailable) == "1", f"updateStrategy.rollingUpdate.maxUnavailable should be 1, found {shown(max_unavailable)}.")
-    image = image_of(ds)
-    expect((image or "").endswith(NEW_IMAGE_END), f"The DaemonSet's image should now be {NEW_IMAGE}, found {shown(image)}.")
-    memory = memory_request(ds)
-    expect(quantity_bytes(memory) == 64 * 2**30, f"The DaemonSet's memory request should now be 64Gi, found {shown(memory)}.")
+def pods_of(live, ds):
+    return owned_by(live.list("Pod", "gpu-operator", labels=dig(ds, "spec", "selector", "matchLabels")), ds)
 
-    uid = dig(ds, "metadata", "uid")
-    revisions = [
-        r for r in live.list("/apis/apps/v1/namespaces/gpu-operator/controllerrevisions")
-        if any(ref.get("uid") == uid for ref in dig(r, "metadata", "ownerReferences", default=[]) or [])
-    ]
+
+def test_rollout_stalled_on_memory(live, lab, daemonset):
+    revisions = owned_by(live.list("ControllerRevision", "gpu-operator", labels=dig(daemonset, "spec", "selector", "matchLabels")), daemonset)
     expect(
         len(revisions) >= 2,
         f"The DaemonSet has {len(revisions)} revision(s); it should have been applied with v1.16.2/128Mi first and then changed.",
         hint="Apply the v1.16.2 spec, wait for 3 Ready Pods, then change image and memory together.",
     )
-
-    if stall_numbers(ds) != (3, 1, 2):  # the status may still be converging: wait, bounded
-        ds = live.wait_for(DS, lambda d: d is not None and stall_numbers(d) == (3, 1, 2), STATUS_WAIT_SECONDS) or ds
-    desired, updated, ready = stall_numbers(ds)
-    pods = ds_pods(live, ds)
-    old_pods = [p for p in pods if (image_of(p) or "").endswith(OLD_TAG)]
-    pending = [p for p in pods if (image_of(p) or "").endswith(NEW_IMAGE_END) and is_pending_on_memory(p)]
-    detail = {"status": ds.get("status"), "pods": [{"name": dig(p, "metadata", "name"), "image": image_of(p), "phase": dig(p, "status", "phase")} for p in pods]}
-    if (desired, updated, ready) != (3, 1, 2):
-        if ready == 0 and updated == desired:
-            fail(f"The rollout replaced every Pod and none is ready (desired {desired}, updated {updated}, ready {ready}).", hint=PUSHED_TOO_EARLY_HINT, detail=detail)
-        fail(f"The rollout should stall at desired 3, updated 1, ready 2; found desired {desired}, updated {updated}, ready {ready}.", detail=detail)
-    expect(len(old_pods) == 2, f"Two Pods should still run v1.16.2, found {len(old_pods)}.", detail=detail)
+    pods = pods_of(live, daemonset)
+    detail = {"status": daemonset.get("status"), "pods": [{"name": dig(p, "metadata", "name"), "spec": spec_of(p), "phase": dig(p, "status", "phase")} for p in pods]}
+    found, wanted = numbers(daemonset), expected_stall(lab)
+    if found["ready"] == 0 and found["updated"] == found["desired"]:
+        fail(f"The rollout replaced every Pod and none is ready ({found}).", hint=PUSHED_TOO_EARLY_HINT, detail=detail)
+    expect(stalled(daemonset, lab), f"The rollout should stall at desired {wanted['desired']}, updated 1, ready {wanted['ready']}; found desired {found['desired']}, updated {found['updated']}, ready {found['ready']}.", detail=detail)
+    not_replaced = [p for p in pods if spec_of(p) != CHANGED]
+    if not_replaced and all(spec_of(p)[0] == CHANGED[0] for p in not_replaced):
+        fail(f"The {len(not_replaced)} Pods that were not replaced already run v1.17.0 with 128Mi: the image and the memory were changed in two edits, so the first rolled v1.17.0 out everywhere before the second stalled.", hint=TWO_EDITS_HINT, detail=detail)
+    old = [p for p in not_replaced if spec_of(p) == FIRST]
+    expect(len(old) == wanted["old"], f"{wanted['old']} Pods should still run v1.16.2, found {len(old)}.", detail=detail)
+    pending = [p for p in pods if spec_of(p) == CHANGED and pending_on_memory(p)]
     expect(len(pending) == 1, f"One new Pod should be Pending with Insufficient memory; found {len(pending)}.", detail=detail)
 
-    values = read_key_values(lab_root / REPORT, REPORT, required=["DESIRED", "UPDATED", "READY", "OLD_IMAGE_PODS", "MAX_UNAVAILABLE", "BLOCKER"])
-    live_numbers = {"DESIRED": desired, "UPDATED": updated, "READY": ready, "OLD_IMAGE_PODS": len(old_pods), "MAX_UNAVAILABLE": 1}
-    for key, number in live_numbers.items():
-        written = values[key].strip()
-        expect(written == str(number), f"{REPORT}: {key} should be {number}, as the live DaemonSet shows; found {shown(values[key])}.", detail=detail)
+
+def pending_on_memory(pod):
+    conditions = dig(pod, "status", "conditions", default=[]) or []
+    return dig(pod, "status", "phase") == "Pending" and any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and "Insufficient memory" in (c.get("message") or "") for c in conditions
+    )
+
+
+def test_rollout_report(learner, live, daemonset):
+    values = learner.file(REPORT).key_values("DESIRED", "UPDATED", "READY", "OLD_IMAGE_PODS", "MAX_UNAVAILABLE", "BLOCKER")
+    found = numbers(daemonset)
+    live_numbers = {
+        "DESIRED": found["desired"], "UPDATED": found["updated"], "READY": found["ready"],
+        "OLD_IMAGE_PODS": sum(spec_of(p)[0] == FIRST[0] for p in pods_of(live, daemonset)),
+        "MAX_UNAVAILABLE": dig(daemonset, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable"),
+    }
+    wrong = [should_be(key, Words(str(number)), values[key], why="as the live DaemonSet shows") for key, number in live_numbers.items() if values[key].strip() != str(number)]
     blocker = re.sub(r"[\s_]+", "-", values["BLOCKER"].strip().lower())
-    expect(blocker == "insufficient-memory", f"{REPORT}: BLOCKER should be insufficient-memory, found {shown(values['BLOCKER'])}.")
+    if blocker != "insufficient-memory":
+        wrong.append(should_be("BLOCKER", Words("insufficient-memory"), values["BLOCKER"]))
+    expect(not wrong, f"{REPORT}: " + " ".join(wrong), detail={"written": values, "live": live_numbers})

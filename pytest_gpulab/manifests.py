@@ -1,0 +1,57 @@
+"""Written and applied: an object the learner writes in a file and applies to the cluster.
+
+:func:`written_and_applied` runs one check on both sides and says which side
+is wrong: the file ("k8s/gpu-pod.yaml: spec.runtimeClassName should be
+nvidia, found nothing."), the cluster when the file is right but was not
+applied again, or the API server's own refusal of the file when the object
+is missing because the apply failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .feedback import StepFailed, fail
+from .learner import LearnerFile
+from .live import LiveCluster, split_name
+
+Check = Callable[[dict[str, Any]], None]
+
+
+def _checked(check: Check, obj: dict[str, Any], before: str, after: str = "") -> None:
+    __tracebackhide__ = True
+    try:
+        check(obj)
+    except StepFailed as error:
+        raise StepFailed(f"{before}{error.message}{after}", hint=error.hint, detail=error.detail or obj) from None
+
+
+def _reapply(kind: str, file: LearnerFile) -> str:
+    if kind == "Pod":
+        return f" {file} is right: a Pod's spec cannot change in place, so delete the Pod and apply the file again."
+    return f" {file} is right: apply it again (kubectl apply -f {file})."
+
+
+def written_and_applied(file: LearnerFile, live: LiveCluster, kind: str, name: str, check: Check) -> dict[str, Any]:
+    """``check`` the ``kind`` object ``name`` ("namespace/name") in ``file``, then the same object live.
+
+    ``check`` receives the object and fails (``expect``, ``expect_value``) with a message
+    about its fields; this function adds which side is wrong. Returns the live object.
+    """
+    __tracebackhide__ = True
+    namespace, bare = split_name(name)
+    written = file.object(kind, bare)
+    _checked(check, written, f"{file}: ")
+    applied = live.get(kind, bare, namespace)
+    if applied is None:
+        refusal = live.refusal(written)
+        if refusal:
+            fail(
+                f"The {kind} {name} is not in the cluster: the API server refuses {file} ({refusal}).",
+                hint=f"Fix the file, then apply it: kubectl apply -f {file}.",
+                detail={"written": written},
+            )
+        fail(f"The {kind} {name} is not in the cluster; apply {file} (kubectl apply -f {file}).", detail={"written": written})
+    _checked(check, applied, f"In the cluster, the {kind} {name}: ", _reapply(kind, file))
+    return applied

@@ -1,0 +1,133 @@
+"""Learner scripts as a grader runs them, over :func:`pytest_gpulab.runner.run_script`.
+
+Each run gets a fresh scratch directory and a fake ``containerd`` first on
+PATH serving the dump the grader chose. The cluster's kubeconfig and the
+pinned kubectl are added only for a step whose script reads the cluster
+(``cluster=True``); ``containerd=False`` runs the script as on a machine
+without containerd. Usable without pytest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import toolchain
+from .containerd import FakeContainerd
+from .feedback import fail
+from .learner import LearnerFile
+from .runner import ScriptResult, run_script
+
+
+def path_without(command: str, path: str) -> str:
+    """``path`` without the directories that hold an executable ``command``."""
+    kept = [d for d in path.split(os.pathsep) if d and not os.access(os.path.join(d, command), os.X_OK)]
+    return os.pathsep.join(kept)
+
+
+def said(result: ScriptResult) -> str:
+    """What a script printed on stderr, for the learner: its first line, or a Python error's last line."""
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    return f" (it said: {line[:200]})"
+
+
+@dataclass(frozen=True)
+class LearnerRun:
+    """One run of a learner script, and what the fake containerd saw during it."""
+
+    result: ScriptResult
+    containerd: FakeContainerd
+
+    def asked_for_config_dump(self) -> bool:
+        return self.containerd.asked_for_config_dump()
+
+
+class ScriptRunner:
+    """Runs learner scripts below ``work``, one fresh directory per run."""
+
+    def __init__(self, work: Path, timeout: float, kubeconfig: Callable[[], str | None]) -> None:
+        self.work = Path(work)
+        self.timeout = timeout
+        self._kubeconfig = kubeconfig
+        self._counter = itertools.count(1)
+
+    def _environment(self, fake: FakeContainerd, *, cluster: bool, containerd: bool) -> tuple[list[Path], dict[str, str]]:
+        prefix: list[Path] = [fake.bin_dir] if containerd else []
+        extra: dict[str, str] = {}
+        if not containerd:
+            extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
+        if cluster:
+            if kubeconfig := self._kubeconfig():
+                extra["KUBECONFIG"] = kubeconfig
+            prefix.append(toolchain.bin_dir())
+        return prefix, extra
+
+    def run(
+        self,
+        script: Path | LearnerFile,
+        *args: str,
+        dump: str | None = None,
+        dump_text: str | None = None,
+        cluster: bool = False,
+        containerd: bool = True,
+        fake: FakeContainerd | None = None,
+        scratch: Path | None = None,
+    ) -> LearnerRun:
+        """Run ``script``: ``dump`` names a shipped dump, ``dump_text`` is one the grader generated."""
+        __tracebackhide__ = True
+        path = script.path if isinstance(script, LearnerFile) else Path(script)
+        if not path.is_file():
+            fail(f"{script} does not exist; create it as the step asks.")
+        run_dir = self.work / f"run-{next(self._counter)}"
+        fake = fake or FakeContainerd(run_dir / "fake-containerd")
+        if dump is not None:
+            fake.serve_dump(dump)
+        if dump_text is not None:
+            fake.serve_text(dump_text)
+        scratch = scratch or run_dir / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        prefix, extra = self._environment(fake, cluster=cluster, containerd=containerd)
+        return LearnerRun(run_script(path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout), fake)
+
+    def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:
+        return ScriptRuns(self, script)
+
+
+class ScriptRuns:
+    """The runs of one learner script, each distinct run made once: a step's checks share them."""
+
+    def __init__(self, runner: ScriptRunner, script: Path | LearnerFile) -> None:
+        self.runner = runner
+        self.script = script
+        self._runs: dict[tuple[object, ...], LearnerRun] = {}
+
+    def run(self, *args: str, **options: Any) -> LearnerRun:
+        """As :meth:`ScriptRunner.run`; the same arguments and options give the same (first) run."""
+        __tracebackhide__ = True
+        key = (args, tuple(sorted(options.items())))
+        if key not in self._runs:
+            self._runs[key] = self.runner.run(self.script, *args, **options)
+        return self._runs[key]
+
+
+@dataclass
+class LearnerScripts:
+    """The function-scoped runner: this check's own fake containerd and scratch directory."""
+
+    runner: ScriptRunner
+    fake_containerd: FakeContainerd
+    scratch: Path
+
+    def run(self, script: Path | LearnerFile, *args: str, dump: str | None = None, cluster: bool = False, containerd: bool = True) -> ScriptResult:
+        """Run ``script``; ``dump`` names the fake containerd's dump; ``cluster`` gives the script the
+        lab cluster's kubeconfig and the pinned kubectl, for steps whose scripts read the cluster."""
+        __tracebackhide__ = True
+        run = self.runner.run(script, *args, dump=dump, cluster=cluster, containerd=containerd, fake=self.fake_containerd, scratch=self.scratch)
+        return run.result
