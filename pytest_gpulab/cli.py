@@ -99,25 +99,42 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 1
     toolchain.build()
     with tempfile.TemporaryDirectory(prefix=f"gpulab-{lab.name}-demo-") as root, KwokCluster.for_lab(lab) as cluster:
-        print(f"lab cluster ready in {cluster.startup_seconds:.1f}s; running the reference solution into {root}", flush=True)
+        print(
+            f"lab cluster ready in {cluster.startup_seconds:.1f}s; running the reference solution into {root}",
+            flush=True,
+        )
         solved = subprocess.run(["bash", str(lab.reference), root], env=cluster.environment(), stdin=subprocess.DEVNULL)
         if solved.returncode != 0:
             print(f"the reference solution failed (exit {solved.returncode})", file=sys.stderr)
             return solved.returncode
         command = [
-            sys.executable, "-m", "pytest", "--lab", lab.name, f"--lab-root={root}", "--kubeconfig", str(cluster.kubeconfig),
-            "-p", "no:cacheprovider", *(f"--lab-dir={path}" for path in _lab_dirs(args)), *args.pytest_args,
+            sys.executable,
+            "-m",
+            "pytest",
+            "--lab",
+            lab.name,
+            f"--lab-root={root}",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-p",
+            "no:cacheprovider",
+            *(f"--lab-dir={path}" for path in _lab_dirs(args)),
+            *args.pytest_args,
         ]
         print("$ " + shlex.join(command), flush=True)
         return subprocess.run(command, env=cluster.environment(), cwd=root, stdin=subprocess.DEVNULL).returncode
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpulab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="gpulab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="build the lab cluster's binaries (cached)").set_defaults(run=cmd_build)
     lab_dir = argparse.ArgumentParser(add_help=False)
-    lab_dir.add_argument("--lab-dir", action="append", metavar="PATH", help="a lab folder, or a folder of them (may be repeated)")
+    lab_dir.add_argument(
+        "--lab-dir", action="append", metavar="PATH", help="a lab folder, or a folder of them (may be repeated)"
+    )
     commands.add_parser("labs", help="list the labs found", parents=[lab_dir]).set_defaults(run=cmd_labs)
     for name, run, text in (("up", cmd_up, "start a lab's cluster"), ("down", cmd_down, "stop a lab's cluster")):
         sub = commands.add_parser(name, help=text, parents=[lab_dir])

@@ -41,15 +41,17 @@ class LabFolder(pytest.Directory):
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         lab = load_lab(self.path)
-        steps = sorted((number, path) for path in self.path.glob("*.py") if (number := step_number_of(path)) is not None)
+        steps = sorted(
+            (number, path) for path in self.path.glob("*.py") if (number := step_number_of(path)) is not None
+        )
         for number, path in steps:
             if not self.ihook.pytest_ignore_collect(collection_path=path, config=self.config):
                 yield StepModule.from_parent(self, path=path, nodeid=f"{lab.name}/step-{number}")
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, LabFileError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)
 
 
 class StepModule(pytest.Module):

@@ -21,13 +21,13 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
 
 __all__ = [
-    "FakeContainerd",
     "GLOBAL_VALUE_FLAGS",
+    "FakeContainerd",
     "available_dumps",
     "dump_path",
     "generate_dump",
@@ -40,9 +40,7 @@ STATE_ENV = "GPULAB_FAKE_CONTAINERD_STATE"
 
 # Global flags of the containerd CLI that take a value (kept in step with the
 # stand-in script, which must not import this package).
-GLOBAL_VALUE_FLAGS = frozenset(
-    {"--config", "-c", "--address", "-a", "--log-level", "-l", "--root", "--state"}
-)
+GLOBAL_VALUE_FLAGS = frozenset({"--config", "-c", "--address", "-a", "--log-level", "-l", "--root", "--state"})
 
 
 def _package_dir() -> Path:
@@ -138,8 +136,7 @@ class FakeContainerd:
             path = dump_path(name)
         except KeyError:
             raise KeyError(
-                f"no shipped containerd dump named {name!r}; "
-                f"available: {', '.join(available_dumps())}"
+                f"no shipped containerd dump named {name!r}; available: {', '.join(available_dumps())}"
             ) from None
         return self.serve_path(path)
 
@@ -214,9 +211,7 @@ def _basic_string(text: str) -> str:
 
 def _string(text: str, version: int) -> str:
     """A TOML string as containerd prints it: "..." for v2, '...' for v3."""
-    if version >= 3 and "'" not in text and not any(
-        ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text
-    ):
+    if version >= 3 and "'" not in text and not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
         return f"'{text}'"
     return _basic_string(text)
 
@@ -288,8 +283,6 @@ def _runtime_v3(name: str) -> str:
             ShimCgroup = ''
             SystemdCgroup = true
 """
-
-
 
 
 def _handlers(handlers: Iterable[str]) -> list[str]:

@@ -36,7 +36,11 @@ def cri_containerd(document: dict[str, Any], display: str, plugin: str = CRI_V2)
     if isinstance(table, dict):
         return table
     if has_unquoted_plugin_path(document, plugin):
-        fail(f'{display} has no plugins."{plugin}" table: the parser sees plugins.{plugin} as nested tables.', hint=UNQUOTED_HINT, detail=document)
+        fail(
+            f'{display} has no plugins."{plugin}" table: the parser sees plugins.{plugin} as nested tables.',
+            hint=UNQUOTED_HINT,
+            detail=document,
+        )
     fail(f'{display} has no [plugins."{plugin}".containerd] table.', detail=document)
 
 
@@ -50,7 +54,10 @@ def runtime_table(document: dict[str, Any], display: str, name: str, plugin: str
     __tracebackhide__ = True
     runtime = dig(cri_containerd(document, display, plugin), "runtimes", name)
     if not isinstance(runtime, dict):
-        fail(f"{display} has no [{table_name(('plugins', plugin, 'containerd', 'runtimes', name))}] table.", detail=document)
+        fail(
+            f"{display} has no [{table_name(('plugins', plugin, 'containerd', 'runtimes', name))}] table.",
+            detail=document,
+        )
     return runtime
 
 
@@ -90,7 +97,7 @@ def find_key(document: Any, key: str, path: tuple[str, ...] = ()) -> list[tuple[
         for name, value in document.items():
             if name == key:
                 found.append((path, value))
-            found.extend(find_key(value, key, path + (name,)))
+            found.extend(find_key(value, key, (*path, name)))
     return found
 
 
@@ -115,7 +122,7 @@ def resolve_import(glob: str, config_dir: Path, host_config_dir: str = "/etc/con
     if not glob.startswith("/"):
         return config_dir / glob
     if glob == host_config_dir or glob.startswith(host_config_dir + "/"):
-        return config_dir / glob[len(host_config_dir):].lstrip("/")
+        return config_dir / glob[len(host_config_dir) :].lstrip("/")
     return Path(glob)
 
 
@@ -126,7 +133,7 @@ def glob_matches(glob: str, config_dir: Path, host_config_dir: str = "/etc/conta
     with ``..``) matches nothing there. ``*`` stays within one folder, as in Go's filepath.Glob.
     """
     try:
-        relative = resolve_import(glob, config_dir, host_config_dir).relative_to(config_dir)
+        relative = Path(resolve_import(glob, config_dir, host_config_dir)).relative_to(config_dir)
     except ValueError:
         return []
     if not relative.parts or ".." in relative.parts or "**" in relative.parts:
@@ -149,6 +156,6 @@ def parse_key_path(text: str) -> tuple[str, ...] | None:
     path: list[str] = []
     node: Any = document
     while isinstance(node, dict) and len(node) == 1:
-        (name, node), = node.items()
+        ((name, node),) = node.items()
         path.append(name)
     return tuple(path) if node == 0 else None

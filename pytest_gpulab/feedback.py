@@ -89,7 +89,9 @@ def should_be(what: str, expected: Any, found: Any, *, why: str | None = None) -
     return f"{what} should be {shown(expected)}{because}, found {shown(found)}{type_cause(expected, found)}."
 
 
-def expect_value(found: Any, expected: Any, what: str, *, why: str | None = None, hint: str | None = None, detail: Any = None) -> None:
+def expect_value(
+    found: Any, expected: Any, what: str, *, why: str | None = None, hint: str | None = None, detail: Any = None
+) -> None:
     """Fail with :func:`should_be` unless ``found`` is ``expected``, type included."""
     __tracebackhide__ = True
     if not same(found, expected):

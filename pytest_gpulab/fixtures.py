@@ -60,7 +60,9 @@ def lab_root(gpulab_settings: RunSettings, lab: Lab) -> Path:
     """The learner's lab directory; graders only read below it."""
     root = gpulab_settings.lab_root or lab.default_root
     if not root.is_dir():
-        fail(f"The lab directory {root} does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH.")
+        fail(
+            f"The lab directory {root} does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH."
+        )
     return root
 
 
@@ -142,7 +144,9 @@ def fake_containerd(tmp_path: Path) -> FakeContainerd:
 
 
 @pytest.fixture(scope="session")
-def script_runner(tmp_path_factory: pytest.TempPathFactory, gpulab_settings: RunSettings, request: pytest.FixtureRequest) -> ScriptRunner:
+def script_runner(
+    tmp_path_factory: pytest.TempPathFactory, gpulab_settings: RunSettings, request: pytest.FixtureRequest
+) -> ScriptRunner:
     """Runs learner scripts for any scope (e.g. a step module's fixture shared by its checks)."""
 
     def kubeconfig() -> str | None:

@@ -43,9 +43,8 @@ def initial_conftests(early_config: pytest.Config) -> Iterator[Path]:
     for anchor in _anchors(early_config):
         for directory in [anchor, *sorted(p for p in anchor.glob("test*") if p.is_dir())]:
             for parent in (directory.resolve(), *directory.resolve().parents):
-                if cut is None or parent not in cut.parents:
-                    if (parent / "conftest.py").is_file():
-                        yield parent / "conftest.py"
+                if (cut is None or parent not in cut.parents) and (parent / "conftest.py").is_file():
+                    yield parent / "conftest.py"
 
 
 def _refuse_learner_conftests(conftests: Iterable[Path], learner_root: Path) -> None:

@@ -75,7 +75,9 @@ def _discovered(groups: Iterable[Any]) -> Iterator[Resource]:
             for resource in version.get("resources", []):
                 kind = (resource.get("responseKind") or {}).get("kind")
                 if kind and "/" not in resource.get("resource", "/"):
-                    yield Resource(name, version["version"], resource["resource"], kind, resource.get("scope") == "Namespaced")
+                    yield Resource(
+                        name, version["version"], resource["resource"], kind, resource.get("scope") == "Namespaced"
+                    )
 
 
 def from_discovery(documents: Iterable[Any]) -> list[Resource]:

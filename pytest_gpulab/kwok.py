@@ -21,7 +21,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,12 @@ class KwokCluster:
         """A cluster shaped like ``lab``'s starting environment (a discovered lab's name, or the Lab)."""
         lab = discover(lab_dirs).get(lab) if isinstance(lab, str) else lab
         environment: Environment = lab.environment
-        return cls(name=kwargs.pop("name", f"gpulab-{lab.name}"), nodes=environment.nodes, objects=environment.objects, **kwargs)
+        return cls(
+            name=kwargs.pop("name", f"gpulab-{lab.name}"),
+            nodes=environment.nodes,
+            objects=environment.objects,
+            **kwargs,
+        )
 
     # -- paths and environment ------------------------------------------------
 
@@ -128,12 +133,18 @@ class KwokCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         command = [
-            str(self.bin_dir / "kwokctl"), "create", "cluster",
-            "--name", self.name,
-            "--runtime", "binary",
-            "--kubeconfig", "",
+            str(self.bin_dir / "kwokctl"),
+            "create",
+            "cluster",
+            "--name",
+            self.name,
+            "--runtime",
+            "binary",
+            "--kubeconfig",
+            "",
             "--disable-qps-limits",
-            "--timeout", f"{int(self.start_timeout)}s",
+            "--timeout",
+            f"{int(self.start_timeout)}s",
         ]
         for flag, binary in KWOKCTL_BINARIES.items():
             command += [flag, str(self.bin_dir / binary)]
@@ -141,8 +152,12 @@ class KwokCluster:
             command += ["--kube-apiserver-port", str(self.apiserver_port)]
         try:
             result = subprocess.run(
-                command, env=self.environment(), stdin=subprocess.DEVNULL, capture_output=True,
-                text=True, timeout=self.start_timeout + 30,
+                command,
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=self.start_timeout + 30,
             )
         except subprocess.TimeoutExpired:
             self._cleanup_after_failure()
@@ -151,7 +166,9 @@ class KwokCluster:
                 "the machine may be overloaded. Try again, or raise start_timeout."
             ) from None
         if result.returncode != 0:
-            message = self._explain_start_failure("kwokctl create cluster failed", (result.stdout + result.stderr)[-3000:])
+            message = self._explain_start_failure(
+                "kwokctl create cluster failed", (result.stdout + result.stderr)[-3000:]
+            )
             self._cleanup_after_failure()
             raise KwokClusterError(message)
         try:
@@ -194,13 +211,26 @@ class KwokCluster:
         # kwokctl refuses an empty --kubeconfig here; a path of our own keeps ~/.kube/config untouched.
         try:
             result = subprocess.run(
-                [str(self.bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name,
-                 "--kubeconfig", str(self.workdir / "unused-kubeconfig.yaml")],
-                env=self.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                [
+                    str(self.bin_dir / "kwokctl"),
+                    "delete",
+                    "cluster",
+                    "--name",
+                    self.name,
+                    "--kubeconfig",
+                    str(self.workdir / "unused-kubeconfig.yaml"),
+                ],
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
         except subprocess.TimeoutExpired:
             if check:
-                raise KwokClusterError(f"kwokctl did not delete the cluster {self.name} within 120s; see {self.cluster_dir}") from None
+                raise KwokClusterError(
+                    f"kwokctl did not delete the cluster {self.name} within 120s; see {self.cluster_dir}"
+                ) from None
             return
         if check and result.returncode != 0:
             raise KwokClusterError(
@@ -226,13 +256,19 @@ class KwokCluster:
 
     # -- talking to it -----------------------------------------------------------
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         """Run the pinned kubectl against this cluster."""
         try:
             result = subprocess.run(
-                [str(self.bin_dir / "kubectl"), *args], env=self.environment(), input=input,
+                [str(self.bin_dir / "kubectl"), *args],
+                env=self.environment(),
+                input=input,
                 stdin=None if input is not None else subprocess.DEVNULL,
-                capture_output=True, text=True, timeout=timeout,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
             )
         except subprocess.TimeoutExpired:
             raise KwokClusterError(f"kubectl {' '.join(args)} did not finish within {timeout:.0f}s") from None
@@ -263,14 +299,18 @@ class KwokCluster:
 
     def _answers_readyz(self) -> bool:
         try:
-            return self.kubectl("get", "--raw", "/readyz", "--request-timeout=5s", check=False, timeout=10).returncode == 0
+            return (
+                self.kubectl("get", "--raw", "/readyz", "--request-timeout=5s", check=False, timeout=10).returncode == 0
+            )
         except KwokClusterError:
             return False
 
     def _wait_for_apiserver(self, timeout: float) -> None:
         """kwokctl may return before the API server takes requests; wait for /readyz."""
         if not wait_until(self._answers_readyz, timeout, interval=0.25):
-            raise KwokClusterError(self._explain_start_failure(f"the API server did not answer /readyz within {timeout:.0f}s"))
+            raise KwokClusterError(
+                self._explain_start_failure(f"the API server did not answer /readyz within {timeout:.0f}s")
+            )
 
     def _ready(self) -> bool:
         wanted = {node.name for node in self.nodes}
@@ -280,7 +320,10 @@ class KwokCluster:
         ready = {
             item["metadata"]["name"]
             for item in json.loads(result.stdout)["items"]
-            if any(c.get("type") == "Ready" and c.get("status") == "True" for c in item.get("status", {}).get("conditions", []))
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in item.get("status", {}).get("conditions", [])
+            )
         }
         if not wanted <= ready:
             return False
@@ -290,6 +333,8 @@ class KwokCluster:
         """Wait until every lab node is Ready and the ``default`` ServiceAccount exists."""
         if not wait_until(self._ready, timeout, interval=0.25):
             nodes = ", ".join(node.name for node in self.nodes) or "no nodes"
-            raise KwokClusterError(self._explain_start_failure(
-                f"it did not become ready within {timeout:.0f}s (nodes Ready: {nodes}; default ServiceAccount)"
-            ))
+            raise KwokClusterError(
+                self._explain_start_failure(
+                    f"it did not become ready within {timeout:.0f}s (nodes Ready: {nodes}; default ServiceAccount)"
+                )
+            )

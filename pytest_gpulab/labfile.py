@@ -32,7 +32,11 @@ class Taint:
     value: str = ""
 
     def manifest(self) -> dict[str, str]:
-        return {"key": self.key, "value": self.value, "effect": self.effect} if self.value else {"key": self.key, "effect": self.effect}
+        return (
+            {"key": self.key, "value": self.value, "effect": self.effect}
+            if self.value
+            else {"key": self.key, "effect": self.effect}
+        )
 
 
 @dataclass(frozen=True)
@@ -152,13 +156,17 @@ class _Table:
 def _quantity(table: _Table, key: str, default: str) -> str:
     value = str(table.take(key, (str, int), default))
     if not _QUANTITY.fullmatch(value):
-        raise LabFileError(f"{table.source}: {table._path(key)} is {value!r}, which is not a Kubernetes quantity (e.g. 8, 500m, 32Gi).")
+        raise LabFileError(
+            f"{table.source}: {table._path(key)} is {value!r}, which is not a Kubernetes quantity (e.g. 8, 500m, 32Gi)."
+        )
     return value
 
 
 def _taint(data: Any, where: str, source: Path) -> Taint:
     table = _Table(data, where, source)
-    taint = Taint(table.take("key", str, required=True), table.take("effect", str, required=True), table.take("value", str, ""))
+    taint = Taint(
+        table.take("key", str, required=True), table.take("effect", str, required=True), table.take("value", str, "")
+    )
     table.done()
     if taint.effect not in TAINT_EFFECTS:
         raise LabFileError(f"{source}: {where}.effect is {taint.effect!r}; use one of {', '.join(TAINT_EFFECTS)}.")
@@ -170,7 +178,7 @@ def _nodes(data: Any, where: str, source: Path) -> list[NodeSpec]:
     table = _Table(data, where, source)
     name, names = table.take("name", str), table.take("names", list)
     if (name is None) == (names is None):
-        raise LabFileError(f"{source}: {where} needs either name = \"...\" or names = [\"...\", ...].")
+        raise LabFileError(f'{source}: {where} needs either name = "..." or names = ["...", ...].')
     shape: dict[str, Any] = {
         "cpu": _quantity(table, "cpu", NodeSpec.cpu),
         "memory": _quantity(table, "memory", NodeSpec.memory),
@@ -178,13 +186,17 @@ def _nodes(data: Any, where: str, source: Path) -> list[NodeSpec]:
         "resources": {key: str(value) for key, value in table.take("resources", dict, {}).items()},
         "labels": table.strings("labels"),
         "annotations": table.strings("annotations"),
-        "taints": tuple(_taint(t, f"{where}.taints[{i}]", source) for i, t in enumerate(table.take("taints", list, []))),
+        "taints": tuple(
+            _taint(t, f"{where}.taints[{i}]", source) for i, t in enumerate(table.take("taints", list, []))
+        ),
         "unschedulable": table.take("unschedulable", bool, False),
     }
     table.done()
     for node_name in [name] if name else names:
         if not isinstance(node_name, str) or not _NAME.fullmatch(node_name):
-            raise LabFileError(f"{source}: {where} names a node {node_name!r}; use lower-case letters, digits and dashes.")
+            raise LabFileError(
+                f"{source}: {where} names a node {node_name!r}; use lower-case letters, digits and dashes."
+            )
     return [NodeSpec(node_name, **shape) for node_name in ([name] if name else names)]
 
 
@@ -193,7 +205,9 @@ def _objects(patterns: list[Any], folder: Path, source: Path) -> tuple[Path, ...
     found: list[Path] = []
     for pattern in patterns:
         if not isinstance(pattern, str) or pattern.startswith("/") or ".." in Path(pattern).parts:
-            raise LabFileError(f"{source}: environment.objects entry {pattern!r} should be a path inside the lab folder.")
+            raise LabFileError(
+                f"{source}: environment.objects entry {pattern!r} should be a path inside the lab folder."
+            )
         matches = sorted(path for path in folder.glob(pattern) if path.is_file())
         if not matches:
             raise LabFileError(f"{source}: environment.objects entry {pattern!r} matches no file in {folder}.")
@@ -203,7 +217,11 @@ def _objects(patterns: list[Any], folder: Path, source: Path) -> tuple[Path, ...
 
 def _environment(data: Any, folder: Path, source: Path) -> Environment:
     table = _Table(data, "environment", source)
-    nodes = [node for i, entry in enumerate(table.take("nodes", list, [])) for node in _nodes(entry, f"environment.nodes[{i}]", source)]
+    nodes = [
+        node
+        for i, entry in enumerate(table.take("nodes", list, []))
+        for node in _nodes(entry, f"environment.nodes[{i}]", source)
+    ]
     objects = _objects(table.take("objects", list, []), folder, source)
     table.done()
     names = [node.name for node in nodes]
@@ -224,7 +242,7 @@ def _read(source: Path) -> dict[str, Any]:
 
 def load_lab(folder: Path) -> Lab:
     """The lab in ``folder``, from its ``lab.toml``; :class:`LabFileError` says what is wrong."""
-    folder = Path(folder)
+    folder = Path(folder).resolve()
     source = folder / LAB_FILE
     table = _Table(_read(source), "", source)
     take = table.take

@@ -84,7 +84,9 @@ def _read_labs(folders: Iterable[Path], problems: list[str]) -> dict[str, Lab]:
             problems.append(str(error))
             continue
         if lab.name in labs:
-            problems.append(f"{folder}: a second lab named {lab.name!r} (the first is {labs[lab.name].folder}); it is ignored.")
+            problems.append(
+                f"{folder}: a second lab named {lab.name!r} (the first is {labs[lab.name].folder}); it is ignored."
+            )
             continue
         labs[lab.name] = lab
     return labs

@@ -50,7 +50,11 @@ def selector(labels: Mapping[str, str] | str | None) -> str | None:
 def owned_by(objects: list[dict[str, Any]], owner: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The objects whose ownerReferences name ``owner`` (by uid)."""
     uid = (owner.get("metadata") or {}).get("uid")
-    return [obj for obj in objects if any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])]
+    return [
+        obj
+        for obj in objects
+        if any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+    ]
 
 
 class LiveCluster:
@@ -66,7 +70,9 @@ class LiveCluster:
         try:
             k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
         except (k8s_config.ConfigException, OSError, ValueError, TypeError) as error:
-            raise ClusterUnreachable(f"the kubeconfig {kubeconfig or '~/.kube/config'} could not be loaded ({error})") from None
+            raise ClusterUnreachable(
+                f"the kubeconfig {kubeconfig or '~/.kube/config'} could not be loaded ({error})"
+            ) from None
         configuration.retries = 1
         return cls(k8s_client.ApiClient(configuration), kubeconfig or "~/.kube/config")
 
@@ -74,19 +80,28 @@ class LiveCluster:
     def host(self) -> str:
         return str(self.api_client.configuration.host)
 
-    def _request(self, path: str, query: Mapping[str, str] | None = None, *, body: Any = None, accept: str = "application/json") -> Any:
+    def _request(
+        self, path: str, query: Mapping[str, str] | None = None, *, body: Any = None, accept: str = "application/json"
+    ) -> Any:
         method = "GET" if body is None else "POST"
         if method != "GET" and (query or {}).get("dryRun") != "All":
             raise PermissionError("the grader is read-only: only GET and server-side dry runs are sent")
         headers = {"Accept": accept, **({"Content-Type": "application/json"} if body is not None else {})}
         method, url, headers, data, _ = self.api_client.param_serialize(
-            method, path, query_params=list((query or {}).items()), header_params=headers, body=body, auth_settings=["BearerToken"],
+            method,
+            path,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
         )
-        response = self.api_client.call_api(method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT)
+        response = self.api_client.call_api(
+            method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT
+        )
         response.read()
         if response.status >= 400:
             raise ApiException(status=response.status, reason=response.reason, http_resp=response)
-        return json.loads(response.data)
+        return json.loads(response.data or b"null")
 
     def _read(self, path: str, query: Mapping[str, str] | None = None, **options: Any) -> Any:
         """``_request``, with a failure the learner can act on when the cluster misbehaves; None for 404."""
@@ -118,7 +133,9 @@ class LiveCluster:
         if found is None:
             for fresh in (False, True):
                 if fresh or self._discovered is None:
-                    self._discovered = from_discovery(self._read(path, accept=DISCOVERY_ACCEPT) for path in ("/api", "/apis"))
+                    self._discovered = from_discovery(
+                        self._read(path, accept=DISCOVERY_ACCEPT) for path in ("/api", "/apis")
+                    )
                 found = next((r for r in self._discovered if r.answers_to(kind) and group in (None, r.group)), None)
                 if found:
                     break
@@ -135,7 +152,14 @@ class LiveCluster:
         resource = self.resource(kind)
         return self.get_path(resource.path(name, namespace)) if resource else None
 
-    def list(self, kind: str, namespace: str | None = None, *, labels: Mapping[str, str] | str | None = None, fields: str | None = None) -> list[dict[str, Any]]:
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        labels: Mapping[str, str] | str | None = None,
+        fields: str | None = None,
+    ) -> list[dict[str, Any]]:
         """The ``kind`` objects in ``namespace`` (all namespaces if None), by label and field selector."""
         resource = self.resource(kind)
         query = {key: value for key, value in (("labelSelector", selector(labels)), ("fieldSelector", fields)) if value}
@@ -143,7 +167,12 @@ class LiveCluster:
         return [item for item in items if isinstance(item, dict)]
 
     def wait_for(
-        self, kind: str, name: str, predicate: Callable[[dict[str, Any] | None], bool], timeout: float, namespace: str | None = None
+        self,
+        kind: str,
+        name: str,
+        predicate: Callable[[dict[str, Any] | None], bool],
+        timeout: float,
+        namespace: str | None = None,
     ) -> dict[str, Any] | None:
         """Read the object until ``predicate`` holds or ``timeout`` passes; the last object read either way."""
         last: list[dict[str, Any] | None] = [None]
@@ -162,9 +191,13 @@ class LiveCluster:
         resource = self.resource(kind, group) if version else None
         if resource is None:
             return f"the API server serves no kind {kind or '(none)'} in apiVersion {api_version or '(none)'}"
-        namespace = (manifest.get("metadata") or {}).get("namespace") if isinstance(manifest.get("metadata"), dict) else None
+        namespace = (
+            (manifest.get("metadata") or {}).get("namespace") if isinstance(manifest.get("metadata"), dict) else None
+        )
         try:
-            self._request(resource.path(namespace=namespace or "default", version=version), {"dryRun": "All"}, body=dict(manifest))
+            self._request(
+                resource.path(namespace=namespace or "default", version=version), {"dryRun": "All"}, body=dict(manifest)
+            )
         except ApiException as error:
             return _status_message(error)
         except _TRANSPORT_ERRORS:

@@ -52,6 +52,9 @@ def written_and_applied(file: LearnerFile, live: LiveCluster, kind: str, name: s
                 hint=f"Fix the file, then apply it: kubectl apply -f {file}.",
                 detail={"written": written},
             )
-        fail(f"The {kind} {name} is not in the cluster; apply {file} (kubectl apply -f {file}).", detail={"written": written})
+        fail(
+            f"The {kind} {name} is not in the cluster; apply {file} (kubectl apply -f {file}).",
+            detail={"written": written},
+        )
     _checked(check, applied, f"In the cluster, the {kind} {name}: ", _reapply(kind, file))
     return applied

@@ -82,8 +82,8 @@ def find_object(objects: list[dict[str, Any]], kind: str, name: str | None = Non
     for obj in objects:
         if str(obj.get("kind", "")).lower() != kind.lower():
             continue
-        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        if name is None or metadata.get("name") == name:
+        metadata = obj.get("metadata")
+        if name is None or (isinstance(metadata, dict) and metadata.get("name") == name):
             return obj
     return None
 
@@ -91,9 +91,9 @@ def find_object(objects: list[dict[str, Any]], kind: str, name: str | None = Non
 def dig(data: Any, *keys: Any, default: Any = None) -> Any:
     """``data[k1][k2]...`` or ``default`` when any level is missing or of the wrong type."""
     for key in keys:
-        if isinstance(data, dict) and key in data:
-            data = data[key]
-        elif isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data):
+        if (isinstance(data, dict) and key in data) or (
+            isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data)
+        ):
             data = data[key]
         else:
             return default
@@ -123,7 +123,7 @@ def parse_key_value_lines(text: str) -> list[tuple[str, str]]:
     for raw in text.splitlines():
         line = raw.strip()
         if line.lower().startswith("export "):
-            line = line[len("export "):].strip()
+            line = line[len("export ") :].strip()
         match = _KEY_VALUE.match(line)
         if not match or line.startswith("#"):
             continue
@@ -136,7 +136,9 @@ def parse_key_values(text: str) -> dict[str, str]:
     return dict(parse_key_value_lines(text))
 
 
-def read_key_values(path: Path, display: str | None = None, required: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+def read_key_values(
+    path: Path, display: str | None = None, required: list[str] | tuple[str, ...] = ()
+) -> dict[str, str]:
     """The file's ``KEY=VALUE`` lines; a missing required key or a key given two different values fails."""
     __tracebackhide__ = True
     display = display or str(path)
@@ -180,8 +182,19 @@ def parse_quantity_number(value: str, unit: str = "GiB") -> float | None:
 
 
 _QUANTITY_FACTORS = {
-    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
 }
 
 
@@ -230,7 +243,11 @@ def read_amount_table(path: Path, display: str | None = None) -> dict[str, list[
     for index, row in enumerate(parse_table(read_text(path, display))):
         name = row[0].rstrip(":").removeprefix("node/")
         cells = row[1:] or [""]
-        if index == 0 and name.upper() in {"NAME", "NODE", "NODENAME"} and not all(re.fullmatch(r"\d+|<none>|-|", c.lower()) for c in cells):
+        if (
+            index == 0
+            and name.upper() in {"NAME", "NODE", "NODENAME"}
+            and not all(re.fullmatch(r"\d+|<none>|-|", c.lower()) for c in cells)
+        ):
             continue
         parsed = [_amount(cell) for cell in cells]
         if name in amounts and amounts[name] != parsed:

@@ -8,6 +8,7 @@ report's ``metadata`` of that check.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,13 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "step(number, title, points=1): the lab step a module's checks grade, its title and points.")
-    config.addinivalue_line("markers", "check(name=None, *, points=None): a check's stable name, and its own points if the step splits them.")
+    config.addinivalue_line(
+        "markers", "step(number, title, points=1): the lab step a module's checks grade, its title and points."
+    )
+    config.addinivalue_line(
+        "markers",
+        "check(name=None, *, points=None): a check's stable name, and its own points if the step splits them.",
+    )
     config.stash[settings_key] = settings_mod.resolve(config, config.stash.get(early_lab_key, None))
     config.pluginmanager.register(JsonSummary(config), "gpulab-json-summary")
 
@@ -93,7 +99,9 @@ def _the_collected_lab(config: pytest.Config, items: list[pytest.Item]) -> None:
     folders = {node.path for item in items for node in item.listchain() if isinstance(node, LabFolder)}
     if settings.lab is None and len(folders) == 1:
         chosen = load_lab(folders.pop())
-        config.stash[settings_key] = settings_mod.resolve(config, (chosen, settings_mod.Found(chosen.name, "the lab folder collected")))
+        config.stash[settings_key] = settings_mod.resolve(
+            config, (chosen, settings_mod.Found(chosen.name, "the lab folder collected"))
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -107,7 +115,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             step = step_of(item)
             module = item.getparent(StepModule)
             if module is not None and module.step_number not in (None, step.number):
-                raise pytest.UsageError(f"{module.path.name} is marked step {step.number}; a step module's file name starts with its own step number.")
+                raise pytest.UsageError(
+                    f"{module.path.name} is marked step {step.number}; a step module's file name starts with its own step number."
+                )
             results[item.nodeid] = CheckRun(step, check_of(item, _lab_of(item, settings), step))
             item.user_properties += [("gpulab_step", step.number), ("gpulab_check", results[item.nodeid].check.id)]
     validate_points(reporting.scores(config))
@@ -117,11 +127,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def notes_of(item: pytest.Item) -> list[str]:
-    return [note for key, note in item.user_properties if key == "gpulab_note"]
+    return [str(note) for key, note in item.user_properties if key == "gpulab_note"]
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A wrong answer reads as the grader's sentence under the check's id; each result is kept for the summaries."""
     report: pytest.TestReport = yield
     if call.excinfo is not None and isinstance(call.excinfo.value, StepFailed):

@@ -39,7 +39,11 @@ def record(run: CheckRun, report: pytest.TestReport, call: pytest.CallInfo[None]
         run.passed = False
         if run.message is None and call.excinfo is not None:
             error = call.excinfo.value
-            run.message = error.learner_text() if isinstance(error, StepFailed) else f"the grader failed: {type(error).__name__}: {error}"
+            run.message = (
+                error.learner_text()
+                if isinstance(error, StepFailed)
+                else f"the grader failed: {type(error).__name__}: {error}"
+            )
     elif report.when == "call" and run.passed is None:
         run.passed = True
     if report.when == "teardown":
@@ -74,9 +78,15 @@ def json_safe(value: Any) -> Any:
     return json.loads(text) if len(text) <= DETAIL_LIMIT else text[:DETAIL_LIMIT] + " ...(cut)"
 
 
-def test_metadata(run: CheckRun, settings: RunSettings, call: pytest.CallInfo[None], notes: list[str]) -> dict[str, Any]:
+def test_metadata(
+    run: CheckRun, settings: RunSettings, call: pytest.CallInfo[None], notes: list[str]
+) -> dict[str, Any]:
     """A check's lab, step, title, points and check id; a failure's feedback and detail."""
-    metadata: dict[str, Any] = {"lab": settings.lab.name if settings.lab else None, **run.step.as_dict(), "check": run.check.id}
+    metadata: dict[str, Any] = {
+        "lab": settings.lab.name if settings.lab else None,
+        **run.step.as_dict(),
+        "check": run.check.id,
+    }
     if run.check.points is not None:
         metadata["check_points"] = run.check.points
     if notes:
@@ -84,17 +94,26 @@ def test_metadata(run: CheckRun, settings: RunSettings, call: pytest.CallInfo[No
     if call.excinfo is not None and call.when in ("setup", "call"):
         error = call.excinfo.value
         if isinstance(error, StepFailed):
-            metadata.update(feedback=error.message, hint=error.hint, detail=json_safe(error.detail), internal_error=False)
+            metadata.update(
+                feedback=error.message, hint=error.hint, detail=json_safe(error.detail), internal_error=False
+            )
         elif not isinstance(error, pytest.skip.Exception):
             metadata.update(feedback=None, internal_error=True, error=f"{type(error).__name__}: {error}")
     return metadata
 
 
 def _step_summary(score: StepScore, runs: dict[str, CheckRun]) -> dict[str, Any]:
-    checks = [{"id": check.id, "passed": passed, **({"points": check.points} if check.points is not None else {})} for check, passed in score.checks]
+    checks = [
+        {"id": check.id, "passed": passed, **({"points": check.points} if check.points is not None else {})}
+        for check, passed in score.checks
+    ]
     return {
-        **score.step.as_dict(), "points": score.possible, "earned": score.earned, "passed": score.passed,
-        "checks": checks, "nodeids": score.nodeids,
+        **score.step.as_dict(),
+        "points": score.possible,
+        "earned": score.earned,
+        "passed": score.passed,
+        "checks": checks,
+        "nodeids": score.nodeids,
     }
 
 
@@ -126,7 +145,9 @@ def terminal_lines(config: pytest.Config, settings: RunSettings) -> list[str]:
     for score in steps:
         mark = "PASS" if score.passed else "FAIL"
         lines.append(f"step {score.step.number}: {mark}  {score.step.title} ({score.earned}/{score.possible})")
-        lines += [f"    {', '.join(ids)}: {_short(message)}" for message, ids in _failing_by_message(score, runs).items()]
+        lines += [
+            f"    {', '.join(ids)}: {_short(message)}" for message, ids in _failing_by_message(score, runs).items()
+        ]
     lines.append(f"total: {sum(s.earned for s in steps)}/{sum(s.possible for s in steps)} points")
     notes = dict.fromkeys(f"note on step {run.step.number}: {note}" for run in runs.values() for note in run.notes)
     return lines + list(notes)

@@ -14,6 +14,7 @@ Usable without pytest.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -102,10 +103,8 @@ class ScriptResult:
 
 
 def _killpg(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _exited(pid: int) -> bool:
@@ -158,8 +157,16 @@ class ScriptRun:
     out: PipeReader
     err: PipeReader
 
-    def __init__(self, script: Path, args: Sequence[str] = (), *, cwd: Path, path_prefix: Sequence[Path] = (),
-                 extra_env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        script: Path,
+        args: Sequence[str] = (),
+        *,
+        cwd: Path,
+        path_prefix: Sequence[Path] = (),
+        extra_env: Mapping[str, str] | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
         self.script, self.cwd = _checked_paths(script, cwd)
         self.limits = limits
         self.env = dict(os.environ)
@@ -193,22 +200,42 @@ class ScriptRun:
                 return self._not_started(again)
         assert self.proc.stdout is not None and self.proc.stderr is not None  # both are pipes
         budget = Budget(self.limits.kill_after_bytes, self.flood)
-        self.out, self.err = (PipeReader(pipe, self.limits.output_limit, self.limits.read_poll, budget, self.stop) for pipe in (self.proc.stdout, self.proc.stderr))
+        self.out, self.err = (
+            PipeReader(pipe, self.limits.output_limit, self.limits.read_poll, budget, self.stop)
+            for pipe in (self.proc.stdout, self.proc.stderr)
+        )
         return None
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(self.command, cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+        return subprocess.Popen(
+            self.command,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
 
     def _not_started(self, exc: BaseException) -> ScriptResult:
         if self.ran_with_bash:
             reason, exit_code = _start_reason(exc, self.script), None
         else:
             reason, exit_code = self._exec_failure(exc), 126
-        return ScriptResult(command=self.command, exit_code=exit_code, stdout="", stderr=f"{self.script}: {reason}",
-                            timed_out=False, flooded=False, ran_with_bash=self.ran_with_bash,
-                            duration=time.monotonic() - self.started, timeout=self.limits.timeout,
-                            kill_after_bytes=self.limits.kill_after_bytes, start_error=reason)
+        return ScriptResult(
+            command=self.command,
+            exit_code=exit_code,
+            stdout="",
+            stderr=f"{self.script}: {reason}",
+            timed_out=False,
+            flooded=False,
+            ran_with_bash=self.ran_with_bash,
+            duration=time.monotonic() - self.started,
+            timeout=self.limits.timeout,
+            kill_after_bytes=self.limits.kill_after_bytes,
+            start_error=reason,
+        )
 
     def _exec_failure(self, exc: BaseException) -> str:
         """Why the script itself could not be executed, naming a #! interpreter that does not exist."""
@@ -266,17 +293,36 @@ class ScriptRun:
             else:
                 sig = -self.returncode
         out, err = self.out, self.err
-        return ScriptResult(command=self.command, exit_code=exit_code, stdout=out.text(), stderr=err.text(),
-                            timed_out=self.timed_out, flooded=self.flooded, ran_with_bash=self.ran_with_bash,
-                            duration=duration, timeout=self.limits.timeout, kill_after_bytes=self.limits.kill_after_bytes,
-                            stdout_bytes=out.total, stderr_bytes=err.total, stdout_truncated=out.total > len(out.kept),
-                            stderr_truncated=err.total > len(err.kept), signal=sig)
+        return ScriptResult(
+            command=self.command,
+            exit_code=exit_code,
+            stdout=out.text(),
+            stderr=err.text(),
+            timed_out=self.timed_out,
+            flooded=self.flooded,
+            ran_with_bash=self.ran_with_bash,
+            duration=duration,
+            timeout=self.limits.timeout,
+            kill_after_bytes=self.limits.kill_after_bytes,
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+            stdout_truncated=out.total > len(out.kept),
+            stderr_truncated=err.total > len(err.kept),
+            signal=sig,
+        )
 
 
-def run_script(script: Path, args: Sequence[str] = (), *, cwd: Path, path_prefix: Sequence[Path] = (),
-               extra_env: Mapping[str, str] | None = None, timeout: float = DEFAULT_LIMITS.timeout,
-               output_limit: int = DEFAULT_LIMITS.output_limit,
-               kill_after_bytes: int = DEFAULT_LIMITS.kill_after_bytes) -> ScriptResult:
+def run_script(
+    script: Path,
+    args: Sequence[str] = (),
+    *,
+    cwd: Path,
+    path_prefix: Sequence[Path] = (),
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_LIMITS.timeout,
+    output_limit: int = DEFAULT_LIMITS.output_limit,
+    kill_after_bytes: int = DEFAULT_LIMITS.kill_after_bytes,
+) -> ScriptResult:
     """Run ``script`` with ``args`` and return what happened.
 
     A script without the exec bit is run as ``bash script args...``

@@ -58,7 +58,9 @@ class ScriptRunner:
         self._kubeconfig = kubeconfig
         self._counter = itertools.count(1)
 
-    def _environment(self, fake: FakeContainerd, *, cluster: bool, containerd: bool) -> tuple[list[Path], dict[str, str]]:
+    def _environment(
+        self, fake: FakeContainerd, *, cluster: bool, containerd: bool
+    ) -> tuple[list[Path], dict[str, str]]:
         prefix: list[Path] = [fake.bin_dir] if containerd else []
         extra: dict[str, str] = {}
         if not containerd:
@@ -94,7 +96,9 @@ class ScriptRunner:
         scratch = scratch or run_dir / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
         prefix, extra = self._environment(fake, cluster=cluster, containerd=containerd)
-        return LearnerRun(run_script(path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout), fake)
+        return LearnerRun(
+            run_script(path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout), fake
+        )
 
     def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:
         return ScriptRuns(self, script)
@@ -125,9 +129,24 @@ class LearnerScripts:
     fake_containerd: FakeContainerd
     scratch: Path
 
-    def run(self, script: Path | LearnerFile, *args: str, dump: str | None = None, cluster: bool = False, containerd: bool = True) -> ScriptResult:
+    def run(
+        self,
+        script: Path | LearnerFile,
+        *args: str,
+        dump: str | None = None,
+        cluster: bool = False,
+        containerd: bool = True,
+    ) -> ScriptResult:
         """Run ``script``; ``dump`` names the fake containerd's dump; ``cluster`` gives the script the
         lab cluster's kubeconfig and the pinned kubectl, for steps whose scripts read the cluster."""
         __tracebackhide__ = True
-        run = self.runner.run(script, *args, dump=dump, cluster=cluster, containerd=containerd, fake=self.fake_containerd, scratch=self.scratch)
+        run = self.runner.run(
+            script,
+            *args,
+            dump=dump,
+            cluster=cluster,
+            containerd=containerd,
+            fake=self.fake_containerd,
+            scratch=self.scratch,
+        )
         return run.result

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -30,7 +30,7 @@ class Setting:
     env: str
     help: str
     metavar: str
-    ini_type: str = "string"
+    ini_type: Literal["string", "paths", "float"] = "string"
     choices: tuple[str, ...] = ()
 
     @property
@@ -44,29 +44,46 @@ class Setting:
 
 LAB = Setting("lab", "--lab", "GPULAB_LAB", "Lab to grade: collects its steps (e.g. gpuop).", "NAME")
 LAB_DIR = Setting(
-    "lab_dir", "--lab-dir", "GPULAB_LAB_DIR",
+    "lab_dir",
+    "--lab-dir",
+    "GPULAB_LAB_DIR",
     "A folder holding a lab (its lab.toml) or lab folders, besides the installed labs; may be repeated "
     "(the environment variable takes a ':'-separated list). A lab found here wins over an installed one "
-    "of the same name.", "PATH", ini_type="paths",
+    "of the same name.",
+    "PATH",
+    ini_type="paths",
 )
 LAB_ROOT = Setting(
-    "lab_root", "--lab-root", "GPULAB_LAB_ROOT",
-    "The learner's lab directory (default: the lab's own, e.g. /root/gpuop).", "PATH",
+    "lab_root",
+    "--lab-root",
+    "GPULAB_LAB_ROOT",
+    "The learner's lab directory (default: the lab's own, e.g. /root/gpuop).",
+    "PATH",
 )
 KUBECONFIG = Setting(
-    "kubeconfig", "--kubeconfig", "KUBECONFIG",
+    "kubeconfig",
+    "--kubeconfig",
+    "KUBECONFIG",
     "Kubeconfig of the learner's running lab cluster (default: the cluster `gpulab up LAB` "
-    "started, else ~/.kube/config).", "PATH",
+    "started, else ~/.kube/config).",
+    "PATH",
 )
 LAB_CLUSTER = Setting(
-    "lab_cluster", "--lab-cluster", "GPULAB_LAB_CLUSTER",
+    "lab_cluster",
+    "--lab-cluster",
+    "GPULAB_LAB_CLUSTER",
     "'existing' grades the cluster the kubeconfig points at (default); 'ephemeral' starts a "
-    "fresh lab cluster for this run and deletes it afterwards.", "MODE", choices=LAB_CLUSTER_CHOICES,
+    "fresh lab cluster for this run and deletes it afterwards.",
+    "MODE",
+    choices=LAB_CLUSTER_CHOICES,
 )
 SCRIPT_TIMEOUT = Setting(
-    "script_timeout", "--script-timeout", "GPULAB_SCRIPT_TIMEOUT",
+    "script_timeout",
+    "--script-timeout",
+    "GPULAB_SCRIPT_TIMEOUT",
     f"Seconds a learner script may run before its process group is killed (default {DEFAULT_SCRIPT_TIMEOUT:g}).",
-    "SECONDS", ini_type="float",
+    "SECONDS",
+    ini_type="float",
 )
 ALL_SETTINGS = (LAB, LAB_DIR, LAB_ROOT, KUBECONFIG, LAB_CLUSTER, SCRIPT_TIMEOUT)
 
@@ -78,10 +95,16 @@ def add_options(parser: pytest.Parser) -> None:
         if setting.ini_type == "paths":
             extra["action"] = "append"
         group.addoption(
-            setting.flag, dest=setting.dest, default=None, metavar=setting.metavar,
-            help=f"{setting.help} [env {setting.env}, ini {setting.ini}]", **extra,
+            setting.flag,
+            dest=setting.dest,
+            default=None,
+            metavar=setting.metavar,
+            help=f"{setting.help} [env {setting.env}, ini {setting.ini}]",
+            **extra,
         )
-        parser.addini(setting.ini, setting.help, type=setting.ini_type, default=[] if setting.ini_type == "paths" else None)  # type: ignore[arg-type]
+        parser.addini(
+            setting.ini, setting.help, type=setting.ini_type, default=[] if setting.ini_type == "paths" else None
+        )
 
 
 @dataclass(frozen=True)
@@ -121,15 +144,21 @@ def lab_from(config: pytest.Config, *, namespace: object | None = None) -> tuple
         return None, None
     catalog: Catalog = discover(lab_dirs)
     if found is None:  # a single lab folder given: that lab
-        given = [lab for lab in catalog.labs.values() if any(lab.folder == d or lab.folder.parent == d for d in lab_dirs)]
+        given = [
+            lab for lab in catalog.labs.values() if any(lab.folder == d or lab.folder.parent == d for d in lab_dirs)
+        ]
         return (given[0], Found(given[0].name, f"the only lab in {LAB_DIR.flag}")) if len(given) == 1 else (None, None)
     try:
         return catalog.get(str(found.value)), found
     except UnknownLab as error:
-        raise pytest.UsageError(f"{error}\n(The lab name came from {found.source}.) Run e.g. `pytest --lab gpuop`.") from None
+        raise pytest.UsageError(
+            f"{error}\n(The lab name came from {found.source}.) Run e.g. `pytest --lab gpuop`."
+        ) from None
 
 
-def lab_root_from(config: pytest.Config, lab: Lab | None, *, namespace: object | None = None) -> tuple[Path | None, str]:
+def lab_root_from(
+    config: pytest.Config, lab: Lab | None, *, namespace: object | None = None
+) -> tuple[Path | None, str]:
     """The learner's directory: the setting, else the lab's own."""
     found = lookup(config, LAB_ROOT, namespace=namespace)
     if found:
@@ -162,7 +191,8 @@ class RunSettings:
         if self.lab is None:
             return []
         cluster = (
-            "a fresh ephemeral lab cluster" if self.lab_cluster == "ephemeral"
+            "a fresh ephemeral lab cluster"
+            if self.lab_cluster == "ephemeral"
             else effective_kubeconfig(self.kubeconfig, self.lab) or "~/.kube/config"
         )
         return [
@@ -188,7 +218,9 @@ def _seconds(config: pytest.Config, setting: Setting, default: float) -> Found:
     except (TypeError, ValueError):
         seconds = -1.0
     if not (seconds > 0 and math.isfinite(seconds)):
-        raise pytest.UsageError(f"{found.source} is {found.value!r}; the script timeout must be a positive number of seconds.")
+        raise pytest.UsageError(
+            f"{found.source} is {found.value!r}; the script timeout must be a positive number of seconds."
+        )
     return Found(seconds, found.source)
 
 
@@ -206,4 +238,6 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
         "lab_cluster": cluster.source,
         "script_timeout": timeout.source,
     }
-    return RunSettings(chosen, lab_root, str(kubeconfig.value) if kubeconfig else None, cluster.value, timeout.value, sources)
+    return RunSettings(
+        chosen, lab_root, str(kubeconfig.value) if kubeconfig else None, cluster.value, timeout.value, sources
+    )

@@ -147,7 +147,9 @@ def validate_points(scores: Iterable[StepScore]) -> None:
         carrying = [check for check, _ in score.checks if check.points is not None]
         if carrying and len(carrying) != len(score.checks):
             bare = next(check.id for check, _ in score.checks if check.points is None)
-            raise pytest.UsageError(f"step {score.step.number}: some checks carry points and {bare} does not; give every check points, or none.")
+            raise pytest.UsageError(
+                f"step {score.step.number}: some checks carry points and {bare} does not; give every check points, or none."
+            )
         total = sum(check.points or 0 for check in carrying)
         if carrying and score.step.points is not None and score.step.points != total:
             raise pytest.UsageError(

@@ -20,11 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 GOMOD = resources.files("pytest_gpulab") / "gomod"
 
@@ -117,7 +117,7 @@ def _ldflags(folder: str, versions: Versions) -> str:
     flags = ["-s", "-w"]
     if folder == "kubernetes":
         major, minor, _ = versions.kubernetes.split(".")
-        build_date = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        build_date = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
             flags += [
                 f"-X {package}.gitVersion=v{versions.kubernetes}",
@@ -155,30 +155,32 @@ def _build_component(folder: str, out_dir: Path, versions: Versions, say: Callab
         staging.mkdir(parents=True)
         command = ["go", "build", "-v", "-trimpath", "-ldflags", _ldflags(folder, versions)]
         if len(binaries) == 1:
-            (name, package), = binaries.items()
+            ((name, package),) = binaries.items()
             command += ["-o", str(staging / name), package]
         else:
             command += ["-o", str(staging) + os.sep, *binaries.values()]
         started = time.monotonic()
         say(f"building {', '.join(binaries)} ({folder} module)")
         process = subprocess.Popen(
-            command, cwd=module_dir, env=go_environment(), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            command,
+            cwd=module_dir,
+            env=go_environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         tail: list[str] = []
-        compiled = 0
         last_report = started
         assert process.stdout is not None
-        for line in process.stdout:
-            tail = (tail + [line.rstrip()])[-40:]
-            compiled += 1
+        for compiled, line in enumerate(process.stdout, start=1):
+            tail = [*tail, line.rstrip()][-40:]
             if time.monotonic() - last_report >= 30:
                 last_report = time.monotonic()
                 say(f"  {folder}: {compiled} packages so far, {last_report - started:.0f}s")
         if process.wait() != 0:
             raise ToolchainError(
-                f"go build of the {folder} module failed (exit {process.returncode}); last output:\n"
-                + "\n".join(tail)
+                f"go build of the {folder} module failed (exit {process.returncode}); last output:\n" + "\n".join(tail)
             )
         out_dir.mkdir(parents=True, exist_ok=True)
         for name in binaries:

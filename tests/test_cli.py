@@ -8,14 +8,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from processes import processes_mentioning, running_commands
+
 from pytest_gpulab.waiting import wait_until
 
 
 def gpulab(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "pytest_gpulab.cli", *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_gpulab.cli", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+        env=env,
+    )
 
 
 @pytest.fixture
@@ -40,7 +46,9 @@ def test_up_is_found_by_the_grader_and_down_removes_it(pytester, isolated_cache,
     result.stdout.fnmatch_lines([f"*cluster {kubeconfig}*", "*lab-node-0 does not advertise nvidia.com/gpu*"])
 
     # State that outlived its processes (a restart) is named, not mistaken for a running cluster.
-    apiserver = next(pid for pid, command in running_commands().items() if "kube-apiserver" in command and str(tmp_path) in command)
+    apiserver = next(
+        pid for pid, command in running_commands().items() if "kube-apiserver" in command and str(tmp_path) in command
+    )
     os.kill(apiserver, signal.SIGKILL)
     stale = gpulab("up", "gpuop")
     assert stale.returncode == 1 and "does not answer" in stale.stderr and "gpulab down gpuop" in stale.stderr
@@ -55,7 +63,11 @@ def test_ephemeral_cluster_is_fresh_and_gone_after_the_run(pytester, tmp_path):
     before = processes_mentioning("gpulab-kwok-")
     root = tmp_path / "empty-root"
     root.mkdir()
-    result = pytester.runpytest_subprocess("--lab", "gpuop", "--lab-root", str(root), "--lab-cluster", "ephemeral", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "--lab-root", str(root), "--lab-cluster", "ephemeral", "-p", "no:cacheprovider"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*a fresh ephemeral lab cluster*", "*lab-node-0 does not advertise nvidia.com/gpu*", "*total: 0/100 points*"])
+    result.stdout.fnmatch_lines(
+        ["*a fresh ephemeral lab cluster*", "*lab-node-0 does not advertise nvidia.com/gpu*", "*total: 0/100 points*"]
+    )
     assert wait_until(lambda: processes_mentioning("gpulab-kwok-") <= before, 10)

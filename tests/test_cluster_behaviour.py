@@ -3,8 +3,8 @@
 import json
 
 from pytest_gpulab.kwok import KwokCluster
-from pytest_gpulab.waiting import wait_until
 from pytest_gpulab.labs import NodeSpec
+from pytest_gpulab.waiting import wait_until
 
 
 def apply(cluster: KwokCluster, manifest: str) -> None:
@@ -17,8 +17,12 @@ def pod_scheduled(cluster: KwokCluster, namespace: str, name: str) -> dict | Non
 
 
 def wait_for_condition(cluster, namespace, name, status, timeout=30):
-    condition = wait_until(lambda: (c := pod_scheduled(cluster, namespace, name)) and c["status"] == status and c, timeout)
-    assert condition, f"PodScheduled of {namespace}/{name} never became {status}: {pod_scheduled(cluster, namespace, name)}"
+    condition = wait_until(
+        lambda: (c := pod_scheduled(cluster, namespace, name)) and c["status"] == status and c, timeout
+    )
+    assert condition, (
+        f"PodScheduled of {namespace}/{name} never became {status}: {pod_scheduled(cluster, namespace, name)}"
+    )
     return condition
 
 
@@ -66,10 +70,17 @@ def test_gpu_pod_waits_for_advertised_gpus_then_runs(fresh_cluster):
     assert "Insufficient nvidia.com/gpu" in condition["message"]
 
     fresh_cluster.kubectl(
-        "patch", "node", "lab-node-0", "--subresource=status", "--type=merge",
-        "-p", '{"status":{"capacity":{"nvidia.com/gpu":"4"},"allocatable":{"nvidia.com/gpu":"4"}}}',
+        "patch",
+        "node",
+        "lab-node-0",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"capacity":{"nvidia.com/gpu":"4"},"allocatable":{"nvidia.com/gpu":"4"}}}',
     )
-    fresh_cluster.kubectl("wait", "pod/cuda-probe", "-n", "behaviour-gpu", "--for=jsonpath={.status.phase}=Running", "--timeout=60s")
+    fresh_cluster.kubectl(
+        "wait", "pod/cuda-probe", "-n", "behaviour-gpu", "--for=jsonpath={.status.phase}=Running", "--timeout=60s"
+    )
     pod = fresh_cluster.get_json("pod", "cuda-probe", "-n", "behaviour-gpu")
     assert pod["spec"]["nodeName"] == "lab-node-0"
     node = fresh_cluster.get_json("node", "lab-node-0")
@@ -112,7 +123,9 @@ def test_runtimeclass_overhead_is_added_and_counted_by_the_scheduler(fresh_clust
     apply(fresh_cluster, OVERHEAD)
     over = fresh_cluster.get_json("pod", "over", "-n", "behaviour-overhead")
     assert over["spec"]["overhead"] == {"cpu": "250m", "memory": "128Mi"}
-    fresh_cluster.kubectl("wait", "pod/fits", "-n", "behaviour-overhead", "--for=jsonpath={.status.phase}=Running", "--timeout=60s")
+    fresh_cluster.kubectl(
+        "wait", "pod/fits", "-n", "behaviour-overhead", "--for=jsonpath={.status.phase}=Running", "--timeout=60s"
+    )
     assert fresh_cluster.get_json("pod", "fits", "-n", "behaviour-overhead")["spec"]["nodeName"] == "gpu-tight-a"
     condition = wait_for_condition(fresh_cluster, "behaviour-overhead", "over", "False")
     assert "Insufficient cpu" in condition["message"]
@@ -151,12 +164,19 @@ def test_daemonset_rollout_stalls_on_a_request_no_node_fits(gpuop_cluster):
 
     def stalled():
         pods = gpuop_cluster.get_json("pods", "-n", "behaviour-ds")["items"]
-        pending = [p for p in pods if p["status"].get("phase") == "Pending"
-                   and any("Insufficient memory" in (c.get("message") or "") for c in p["status"].get("conditions", []))]
+        pending = [
+            p
+            for p in pods
+            if p["status"].get("phase") == "Pending"
+            and any("Insufficient memory" in (c.get("message") or "") for c in p["status"].get("conditions", []))
+        ]
         old = [p for p in pods if p["spec"]["containers"][0]["image"].endswith(":v1.16.2")]
         return ds_status(gpuop_cluster) == (3, 1, 2) and len(pending) == 1 and len(old) == 2
 
-    assert wait_until(stalled, 60), (ds_status(gpuop_cluster), gpuop_cluster.kubectl("get", "pods", "-n", "behaviour-ds", "-o", "wide").stdout)
+    assert wait_until(stalled, 60), (
+        ds_status(gpuop_cluster),
+        gpuop_cluster.kubectl("get", "pods", "-n", "behaviour-ds", "-o", "wide").stdout,
+    )
     # A stall is a steady state, not a moment on the way somewhere else.
     assert not wait_until(lambda: ds_status(gpuop_cluster) != (3, 1, 2), 5)
 
@@ -185,4 +205,6 @@ def test_runtimeclass_with_unknown_handler_is_accepted_and_scheduled(gpuop_clust
     apply(gpuop_cluster, UNKNOWN_HANDLER)
     condition = wait_for_condition(gpuop_cluster, "behaviour-typo", "probe-typo", "True")
     assert condition["status"] == "True"
-    assert gpuop_cluster.get_json("pod", "probe-typo", "-n", "behaviour-typo")["spec"]["nodeName"].startswith("lab-node-")
+    assert gpuop_cluster.get_json("pod", "probe-typo", "-n", "behaviour-typo")["spec"]["nodeName"].startswith(
+        "lab-node-"
+    )

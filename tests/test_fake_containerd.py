@@ -75,7 +75,7 @@ def test_shipped_dump_parses_and_holds_its_runtimes(name):
     assert data.get("version") == version
     found = runtimes(data)
     assert set(found) == expected
-    for handler, table in found.items():
+    for _handler, table in found.items():
         assert table["runtime_type"] == "io.containerd.runc.v2"
         assert table["options"]["SystemdCgroup"] is True
     if "nvidia" in expected:
@@ -242,6 +242,7 @@ def test_calls_skips_garbage_lines(fake):
 def test_shim_and_library_agree_on_global_flags():
     loader = importlib.machinery.SourceFileLoader("gpulab_fake_shim", str(shim_path()))
     spec = importlib.util.spec_from_loader("gpulab_fake_shim", loader)
+    assert spec is not None
     shim = importlib.util.module_from_spec(spec)
     loader.exec_module(shim)
     cases = [
@@ -262,19 +263,19 @@ def test_launcher_from_bash_script_on_path(tmp_path):
     # Awkward characters in the directory check the launcher's quoting.
     fake = FakeContainerd(tmp_path / "we ird 'dir' $x")
     script = tmp_path / "check.sh"
-    script.write_text(
-        "#!/bin/bash\n"
-        "containerd config dump | grep -q 'containerd.runtimes.nvidia' && exit 0\n"
-        "exit 1\n"
-    )
+    script.write_text("#!/bin/bash\ncontainerd config dump | grep -q 'containerd.runtimes.nvidia' && exit 0\nexit 1\n")
     script.chmod(0o755)
     env = dict(os.environ, PATH=f"{fake.bin_dir}{os.pathsep}{os.environ['PATH']}")
     env.pop("GPULAB_FAKE_CONTAINERD_STATE", None)
 
     def check() -> int:
         return subprocess.run(
-            [str(script)], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
-            capture_output=True, timeout=20,
+            [str(script)],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=20,
         ).returncode
 
     for name, expected in [
@@ -296,9 +297,7 @@ def test_learner_cannot_redirect_the_state(tmp_path, fake):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = dict(os.environ, GPULAB_FAKE_CONTAINERD_STATE=str(elsewhere))
-    result = subprocess.run(
-        [str(fake.executable), "config", "dump"], env=env, capture_output=True, timeout=20
-    )
+    result = subprocess.run([str(fake.executable), "config", "dump"], env=env, capture_output=True, timeout=20)
     assert result.returncode == 0
     assert fake.asked_for_config_dump()
     assert not (elsewhere / "calls.jsonl").exists()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from gpuop_variants import FORMS, TRAPS, Variant, copy_root
+
 from pytest_gpulab.kwok import KwokCluster
 from pytest_gpulab.labs import discover
 from pytest_gpulab.waiting import wait_until
@@ -33,8 +34,12 @@ class StepResult:
 
 def solve(cluster: KwokCluster, root: Path, *steps: int) -> None:
     result = subprocess.run(
-        ["bash", str(SOLVE), str(root), *map(str, steps)], env=cluster.environment(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+        ["bash", str(SOLVE), str(root), *map(str, steps)],
+        env=cluster.environment(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, f"reference solution failed:\n{result.stderr[-4000:]}"
 
@@ -43,8 +48,17 @@ def grade(pytester: pytest.Pytester, root: Path, cluster: KwokCluster, *args: st
     """Run `pytest --lab gpuop` in a subprocess; the per-step outcome, learner message and metadata."""
     report = pytester.path / "report.json"
     result = pytester.runpytest_subprocess(
-        "--lab", "gpuop", "--lab-root", str(root), "--kubeconfig", str(cluster.kubeconfig),
-        "--json-report", f"--json-report-file={report}", "-p", "no:cacheprovider", *args,
+        "--lab",
+        "gpuop",
+        "--lab-root",
+        str(root),
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--json-report",
+        f"--json-report-file={report}",
+        "-p",
+        "no:cacheprovider",
+        *args,
     )
     assert result.ret in (0, 1), result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
     steps: dict[int, StepResult] = {}
@@ -64,7 +78,7 @@ def failing(steps: dict[int, StepResult]) -> dict[int, str]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> tuple[KwokCluster, Path]:
+def reference(tmp_path_factory) -> Iterator[tuple[KwokCluster, Path]]:
     """A lab cluster and a root on which the reference solution ran every step."""
     root = tmp_path_factory.mktemp("reference-root")
     with KwokCluster.for_lab("gpuop", name="tests-reference") as cluster:
@@ -90,7 +104,7 @@ def test_trap_fails_exactly_its_step_with_its_hint(pytester, reference, tmp_path
     root = copy_root(reference_root, tmp_path / "root")
     variant.change(root)
     failures = failing(grade(pytester, root, cluster, *variant.grader_args))
-    assert set(failures) == {variant.failing_step}, failures
+    assert variant.failing_step is not None and set(failures) == {variant.failing_step}, failures
     message = failures[variant.failing_step]
     for fragment in variant.says:
         assert fragment in message, message
@@ -123,7 +137,14 @@ def test_start_state_fails_every_step_then_cluster_mistakes_fail_their_steps(pyt
         # Steps 1-5 and 7 done right; step 6 with a plain patch (the status subresource ignores
         # it) and step 8 with the new spec pushed before the Pods were Ready (common mistake 3).
         solve(cluster, root, 1, 2, 3, 4, 5)
-        cluster.kubectl("patch", "node", "lab-node-0", "--type=merge", "-p", '{"status":{"capacity":{"nvidia.com/gpu":"4"},"allocatable":{"nvidia.com/gpu":"4"}}}')
+        cluster.kubectl(
+            "patch",
+            "node",
+            "lab-node-0",
+            "--type=merge",
+            "-p",
+            '{"status":{"capacity":{"nvidia.com/gpu":"4"},"allocatable":{"nvidia.com/gpu":"4"}}}',
+        )
         (root / "out/node-gpu.txt").write_text("NAME GPU\nlab-node-0 4\nlab-node-1 <none>\nlab-node-2 <none>\n")
         solve(cluster, root, 7)
         # kwok marks Pods Ready within a moment, too fast to race; Pods that can never become
@@ -131,7 +152,9 @@ def test_start_state_fails_every_step_then_cluster_mistakes_fail_their_steps(pyt
         cluster.kubectl("apply", "-f", "-", input=toolkit_ds("v1.16.2", "64Gi"))
         cluster.kubectl("apply", "-f", "-", input=toolkit_ds("v1.17.0", "64Gi"))
         (root / "k8s/toolkit-ds.yaml").write_text(toolkit_ds("v1.17.0", "64Gi"))
-        (root / "out/rollout.txt").write_text("DESIRED=3\nUPDATED=3\nREADY=0\nOLD_IMAGE_PODS=0\nMAX_UNAVAILABLE=1\nBLOCKER=insufficient-memory\n")
+        (root / "out/rollout.txt").write_text(
+            "DESIRED=3\nUPDATED=3\nREADY=0\nOLD_IMAGE_PODS=0\nMAX_UNAVAILABLE=1\nBLOCKER=insufficient-memory\n"
+        )
         assert wait_until(lambda: ds_numbers(cluster) == (3, 3, 0), 60), ds_numbers(cluster)
 
         failures = failing(grade(pytester, root, cluster))

@@ -3,8 +3,8 @@
 import socket
 
 import pytest
-
 from processes import processes_mentioning
+
 from pytest_gpulab.kwok import KwokCluster, KwokClusterError
 from pytest_gpulab.waiting import wait_until
 

@@ -26,23 +26,32 @@ def test_key_values_ignore_case_whitespace_quotes_crlf_and_comments():
 
 
 def test_key_values_also_read_colon_and_space_separated_lines():
-    text = "PHYSICAL_GPUS: 4\nREPLICAS 5\nCONFLICT_TABLE=plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes\n"
+    text = 'PHYSICAL_GPUS: 4\nREPLICAS 5\nCONFLICT_TABLE=plugins."io.containerd.grpc.v1.cri".containerd.runtimes\n'
     assert parse_key_values(text) == {
-        "PHYSICAL_GPUS": "4", "REPLICAS": "5", "CONFLICT_TABLE": 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes',
+        "PHYSICAL_GPUS": "4",
+        "REPLICAS": "5",
+        "CONFLICT_TABLE": 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes',
     }
 
 
-@pytest.mark.parametrize("written", ["runc,nvidia", "nvidia, runc", "runc nvidia", "[runc, nvidia]", " nvidia ,runc ", "{'runc', 'nvidia'}"])
+@pytest.mark.parametrize(
+    "written", ["runc,nvidia", "nvidia, runc", "runc nvidia", "[runc, nvidia]", " nvidia ,runc ", "{'runc', 'nvidia'}"]
+)
 def test_lists_are_order_insensitive_with_commas_or_spaces(written):
     assert split_list(written) == {"runc", "nvidia"}
 
 
-@pytest.mark.parametrize(("written", "meaning"), [("yes", True), ("TRUE", True), ("no", False), ("False", False), ("maybe", None)])
+@pytest.mark.parametrize(
+    ("written", "meaning"), [("yes", True), ("TRUE", True), ("no", False), ("False", False), ("maybe", None)]
+)
 def test_yes_no(written, meaning):
     assert parse_yes_no(written) is meaning
 
 
-@pytest.mark.parametrize(("written", "number"), [("40", 40), ("40GiB", 40), ("40 GiB", 40), ("40Gi", 40), ("0", 0), ("forty", None), ("40GB", None)])
+@pytest.mark.parametrize(
+    ("written", "number"),
+    [("40", 40), ("40GiB", 40), ("40 GiB", 40), ("40Gi", 40), ("0", 0), ("forty", None), ("40GB", None)],
+)
 def test_numbers_may_carry_a_gib_suffix(written, number):
     assert parse_quantity_number(written) == number
 
@@ -75,10 +84,22 @@ def test_amount_table_keeps_an_unreadable_amount_as_text(tmp_path):
 @pytest.mark.parametrize(
     ("written", "path"),
     [
-        ('plugins."io.containerd.grpc.v1.cri".containerd.runtimes', ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")),
-        ("plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes", ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")),
-        ('[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]', ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")),
-        ("plugins.io.containerd.grpc.v1.cri.containerd.runtimes", ("plugins", "io", "containerd", "grpc", "v1", "cri", "containerd", "runtimes")),
+        (
+            'plugins."io.containerd.grpc.v1.cri".containerd.runtimes',
+            ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes"),
+        ),
+        (
+            "plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes",
+            ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes"),
+        ),
+        (
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]',
+            ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes"),
+        ),
+        (
+            "plugins.io.containerd.grpc.v1.cri.containerd.runtimes",
+            ("plugins", "io", "containerd", "grpc", "v1", "cri", "containerd", "runtimes"),
+        ),
         ('plugins."io.containerd', None),
     ],
 )
@@ -121,7 +142,17 @@ def test_text_is_read_with_crlf_folded_and_a_bom_dropped(tmp_path):
     assert read_text(path) == "a\nb\n"
 
 
-@pytest.mark.parametrize(("written", "number"), [("64Gi", 64 * 2**30), ("65536Mi", 64 * 2**30), ("128Mi", 128 * 2**20), ("1G", 10**9), ("64GiB", None), (None, None)])
+@pytest.mark.parametrize(
+    ("written", "number"),
+    [
+        ("64Gi", 64 * 2**30),
+        ("65536Mi", 64 * 2**30),
+        ("128Mi", 128 * 2**20),
+        ("1G", 10**9),
+        ("64GiB", None),
+        (None, None),
+    ],
+)
 def test_kubernetes_quantities(written, number):
     assert quantity_bytes(written) == number
 

@@ -34,7 +34,9 @@ def test_help_lists_the_options_without_touching_a_cluster(pytester, monkeypatch
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     result = pytester.runpytest_subprocess("--help")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*--lab=*", "*--lab-dir=*", "*--lab-root=*", "*--kubeconfig=*", "*--lab-cluster=*", "*--script-timeout=*"])
+    result.stdout.fnmatch_lines(
+        ["*--lab=*", "*--lab-dir=*", "*--lab-root=*", "*--kubeconfig=*", "*--lab-cluster=*", "*--script-timeout=*"]
+    )
 
 
 def test_lab_collects_its_graders_from_any_directory(pytester):
@@ -59,7 +61,9 @@ def test_lab_root_precedence_ini_env_option(pytester, monkeypatch, ini, env, opt
         monkeypatch.setenv("GPULAB_LAB_ROOT", env)
     else:
         monkeypatch.delenv("GPULAB_LAB_ROOT", raising=False)
-    pytester.makepyfile(test_root=f"def test_root(gpulab_settings):\n    assert str(gpulab_settings.lab_root) == {expected!r}\n")
+    pytester.makepyfile(
+        test_root=f"def test_root(gpulab_settings):\n    assert str(gpulab_settings.lab_root) == {expected!r}\n"
+    )
     args = ["--lab", "gpuop", "test_root.py"] + (["--lab-root", option] if option else [])
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
 
@@ -67,55 +71,96 @@ def test_lab_root_precedence_ini_env_option(pytester, monkeypatch, ini, env, opt
 def test_bad_script_timeout_is_a_usage_error(pytester):
     result = pytester.runpytest_subprocess("--lab", "gpuop", "--script-timeout", "soon", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*the option --script-timeout is 'soon'; the script timeout must be a positive number of seconds*"])
+    result.stderr.fnmatch_lines(
+        ["*the option --script-timeout is 'soon'; the script timeout must be a positive number of seconds*"]
+    )
 
 
 def test_invalid_step_marker_names_the_test_and_the_signature(pytester):
     pytester.makepyfile(test_bad='import pytest\n\n@pytest.mark.step("one", "t")\ndef test_x():\n    pass\n')
     result = pytester.runpytest_subprocess("--lab", "gpuop", "test_bad.py")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*test_bad.py::test_x: invalid step marker: the step number must be a positive integer*step(number, title, points=1)*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*test_bad.py::test_x: invalid step marker: the step number must be a positive integer*step(number, title, points=1)*"
+        ]
+    )
 
 
 def test_wrong_answer_is_a_sentence_and_the_report_carries_the_step(pytester):
     pytester.makepyfile(test_grader=GRADER)
     report_path = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_grader.py", "--json-report", f"--json-report-file={report_path}")
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "test_grader.py", "--json-report", f"--json-report-file={report_path}"
+    )
     result.assert_outcomes(passed=1, failed=2)
     output = result.stdout.str()
     assert "MAIN_RUNTIMES should be runc, found 'nvidia'. Hint: Read the file." in output
     wrong_section = output.split("test_wrong")[1].split("test_bug")[0]
-    assert "Traceback" not in wrong_section and "raise StepFailed" not in wrong_section and "def test_wrong" not in wrong_section
+    assert (
+        "Traceback" not in wrong_section
+        and "raise StepFailed" not in wrong_section
+        and "def test_wrong" not in wrong_section
+    )
     assert "KeyError" in output  # a grader bug keeps its traceback for the author
-    result.stdout.fnmatch_lines([
-        "*step 3: FAIL  A wrong answer (0/7)*", "*gpuop.3.wrong: MAIN_RUNTIMES should be runc*", "*step 5: PASS  Fine (1/1)*", "*total: 1/10 points*",
-        "*note on step 3: a note for the learner*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*step 3: FAIL  A wrong answer (0/7)*",
+            "*gpuop.3.wrong: MAIN_RUNTIMES should be runc*",
+            "*step 5: PASS  Fine (1/1)*",
+            "*total: 1/10 points*",
+            "*note on step 3: a note for the learner*",
+        ]
+    )
 
     report = json.loads(report_path.read_text())
     tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
     wrong = tests["test_wrong"]["metadata"]
     assert wrong == {
-        "lab": "gpuop", "step": 3, "title": "A wrong answer", "points": 7, "check": "gpuop.3.wrong", "notes": ["a note for the learner"],
-        "feedback": "MAIN_RUNTIMES should be runc, found 'nvidia'.", "hint": "Read the file.",
-        "detail": {"found": "nvidia"}, "internal_error": False,
+        "lab": "gpuop",
+        "step": 3,
+        "title": "A wrong answer",
+        "points": 7,
+        "check": "gpuop.3.wrong",
+        "notes": ["a note for the learner"],
+        "feedback": "MAIN_RUNTIMES should be runc, found 'nvidia'.",
+        "hint": "Read the file.",
+        "detail": {"found": "nvidia"},
+        "internal_error": False,
     }
-    assert tests["test_wrong"]["call"]["longrepr"] == "MAIN_RUNTIMES should be runc, found 'nvidia'. Hint: Read the file."
+    assert (
+        tests["test_wrong"]["call"]["longrepr"] == "MAIN_RUNTIMES should be runc, found 'nvidia'. Hint: Read the file."
+    )
     assert tests["test_bug"]["metadata"]["internal_error"] is True
-    assert tests["test_fine"]["metadata"] == {"lab": "gpuop", "step": 5, "title": "Fine", "points": 1, "check": "gpuop.5.fine"}
+    assert tests["test_fine"]["metadata"] == {
+        "lab": "gpuop",
+        "step": 5,
+        "title": "Fine",
+        "points": 1,
+        "check": "gpuop.5.fine",
+    }
     assert report["gpulab"]["earned"] == 1 and report["gpulab"]["possible"] == 10
-    assert [(s["step"], s["earned"], s["passed"]) for s in report["gpulab"]["steps"]] == [(3, 0, False), (4, 0, False), (5, 1, True)]
+    assert [(s["step"], s["earned"], s["passed"]) for s in report["gpulab"]["steps"]] == [
+        (3, 0, False),
+        (4, 0, False),
+        (5, 1, True),
+    ]
 
 
 def test_unreachable_cluster_fails_live_steps_with_a_message(pytester):
     pytester.makepyfile(test_live='import pytest\n\n@pytest.mark.step(6, "Live")\ndef test_live(live):\n    pass\n')
-    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_live.py", "--kubeconfig", str(pytester.path / "missing"))
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "test_live.py", "--kubeconfig", str(pytester.path / "missing")
+    )
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*Could not reach the lab cluster: the kubeconfig*could not be loaded*gpulab up gpuop*"])
+    result.stdout.fnmatch_lines(
+        ["*Could not reach the lab cluster: the kubeconfig*could not be loaded*gpulab up gpuop*"]
+    )
 
 
 def test_a_step_of_several_tests_earns_its_points_only_when_all_pass(pytester):
-    pytester.makepyfile(test_split='''
+    pytester.makepyfile(
+        test_split="""
 import pytest
 pytestmark = pytest.mark.step(2, "Two checks", points=10)
 
@@ -124,9 +169,12 @@ def test_first():
 
 def test_second():
     assert False
-''')
+"""
+    )
     report_path = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_split.py", "--json-report", f"--json-report-file={report_path}")
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "test_split.py", "--json-report", f"--json-report-file={report_path}"
+    )
     result.stdout.fnmatch_lines(["*step 2: FAIL  Two checks (0/10)*", "*total: 0/10 points*"])
     steps = json.loads(report_path.read_text())["gpulab"]["steps"]
     assert [(s["step"], s["earned"], len(s["nodeids"])) for s in steps] == [(2, 0, 2)]
@@ -134,9 +182,15 @@ def test_second():
 
 def test_a_missing_lab_directory_is_one_clear_sentence(pytester):
     pytester.makepyfile(test_root='import pytest\n\n@pytest.mark.step(1, "Root")\ndef test_root(lab_root):\n    pass\n')
-    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_root.py", "--lab-root", str(pytester.path / "nowhere"))
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "test_root.py", "--lab-root", str(pytester.path / "nowhere")
+    )
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*The lab directory */nowhere does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH.*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*The lab directory */nowhere does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH.*"
+        ]
+    )
 
 
 def test_settings_are_never_taken_from_the_learners_directory(pytester, tmp_path):
@@ -169,11 +223,15 @@ def test_a_learners_conftest_is_never_imported(pytester, tmp_path, where):
     learner.mkdir(exist_ok=True)
     ran = tmp_path / "conftest-ran"
     (learner / "conftest.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
-    result = pytester.runpytest_subprocess("--lab", "gpuop", f"--lab-root={learner}", "--kubeconfig", str(tmp_path / "missing"))
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", f"--lab-root={learner}", "--kubeconfig", str(tmp_path / "missing")
+    )
     assert not ran.exists()
     if where == "cwd":  # pytest would import it before any collection: grading refuses to start there
         assert result.ret == pytest.ExitCode.USAGE_ERROR
-        result.stderr.fnmatch_lines([f"*pytest would import {learner}/conftest.py, inside the learner's directory*another directory*"])
+        result.stderr.fnmatch_lines(
+            [f"*pytest would import {learner}/conftest.py, inside the learner's directory*another directory*"]
+        )
     else:
         result.stdout.fnmatch_lines(["*total: 0/100 points*"])
 
@@ -181,7 +239,9 @@ def test_a_learners_conftest_is_never_imported(pytester, tmp_path, where):
 def test_noconftest_grades_from_a_learners_directory_with_a_conftest(pytester, tmp_path):
     ran = tmp_path / "conftest-ran"
     (pytester.path / "conftest.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
-    result = pytester.runpytest_subprocess("--lab", "gpuop", f"--lab-root={pytester.path}", "--noconftest", "--kubeconfig", str(tmp_path / "missing"))
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", f"--lab-root={pytester.path}", "--noconftest", "--kubeconfig", str(tmp_path / "missing")
+    )
     result.stdout.fnmatch_lines(["*total: 0/100 points*"])
     assert not ran.exists()
 
@@ -189,13 +249,18 @@ def test_noconftest_grades_from_a_learners_directory_with_a_conftest(pytester, t
 def test_steps_that_never_ran_still_count_as_possible(pytester):
     pytester.makepyfile(test_grader=GRADER)
     report_path = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_grader.py", "-x", "--json-report", f"--json-report-file={report_path}")
-    result.stdout.fnmatch_lines(["*step 3: FAIL*", "*step 4: FAIL*", "*step 5: FAIL  Fine (0/1)*", "*total: 0/10 points*"])
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "test_grader.py", "-x", "--json-report", f"--json-report-file={report_path}"
+    )
+    result.stdout.fnmatch_lines(
+        ["*step 3: FAIL*", "*step 4: FAIL*", "*step 5: FAIL  Fine (0/1)*", "*total: 0/10 points*"]
+    )
     assert json.loads(report_path.read_text())["gpulab"]["possible"] == 10
 
 
 def test_any_detail_is_recorded_and_the_report_is_written(pytester):
-    pytester.makepyfile(test_odd='''
+    pytester.makepyfile(
+        test_odd="""
 import datetime
 import pytest
 from pytest_gpulab.feedback import fail
@@ -207,9 +272,12 @@ def test_odd():
     for _ in range(100):
         node["next"] = node = {}
     fail("Wrong.", detail={datetime.date(2024, 1, 1): {1: object()}, "deep": nested, "big": "x" * 50000})
-''')
+"""
+    )
     report_path = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_odd.py", "--json-report", f"--json-report-file={report_path}")
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "test_odd.py", "--json-report", f"--json-report-file={report_path}"
+    )
     result.assert_outcomes(failed=1)
     metadata = json.loads(report_path.read_text())["tests"][0]["metadata"]
     assert metadata["feedback"] == "Wrong." and metadata["internal_error"] is False
@@ -222,7 +290,8 @@ def test_learner_scripts_get_the_cluster_only_when_a_step_asks(pytester, tmp_pat
     script = tmp_path / "show.sh"
     script.write_text('#!/bin/sh\necho "KUBECONFIG=${KUBECONFIG:-}"\ncommand -v containerd\n')
     script.chmod(0o755)
-    pytester.makepyfile(test_scripts=f'''
+    pytester.makepyfile(
+        test_scripts=f"""
 import pytest
 from pathlib import Path
 
@@ -231,7 +300,10 @@ def test_scripts(learner_script, fake_containerd):
     plain = learner_script.run(Path({str(script)!r}))
     assert plain.stdout.splitlines() == ["KUBECONFIG=", str(fake_containerd.bin_dir / "containerd")]
     with_cluster = learner_script.run(Path({str(script)!r}), cluster=True)
-    assert with_cluster.stdout.splitlines()[0] == "KUBECONFIG={tmp_path / 'kubeconfig'}"
-''')
-    result = pytester.runpytest_subprocess("--lab", "gpuop", "test_scripts.py", "--kubeconfig", str(tmp_path / "kubeconfig"))
+    assert with_cluster.stdout.splitlines()[0] == "KUBECONFIG={tmp_path / "kubeconfig"}"
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "--lab", "gpuop", "test_scripts.py", "--kubeconfig", str(tmp_path / "kubeconfig")
+    )
     result.assert_outcomes(passed=1)

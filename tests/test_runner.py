@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.waiting import wait_until
 from pytest_gpulab.runner import ScriptResult, run_script
+from pytest_gpulab.waiting import wait_until
 
 
 def write(path: Path, text: str, executable: bool = True) -> Path:
@@ -128,7 +128,7 @@ def test_stdin_is_closed(tmp_path, scratch):
 
 
 def test_non_executable_script_runs_with_bash(tmp_path, scratch):
-    script = write(tmp_path / "noexec.sh", "echo via $0 \"$1\"\n", executable=False)
+    script = write(tmp_path / "noexec.sh", 'echo via $0 "$1"\n', executable=False)
     result = run_script(script, ["arg"], cwd=scratch)
     assert result.ran_with_bash
     assert Path(result.command[0]).name == "bash"
@@ -207,9 +207,7 @@ def test_path_prefix_and_environment(tmp_path, scratch, monkeypatch):
         "hello-tool\n",
     )
     before = dict(os.environ)
-    result = run_script(
-        script, cwd=scratch, path_prefix=[tools], extra_env={"EXTRA_VAR": "x y"}
-    )
+    result = run_script(script, cwd=scratch, path_prefix=[tools], extra_env={"EXTRA_VAR": "x y"})
     assert result.exit_code == 0, result.stderr
     lines = dict(line.split("=", 1) for line in result.stdout_lines()[:4])
     assert lines["PATH"] == f"{tools}{os.pathsep}{os.environ['PATH']}"

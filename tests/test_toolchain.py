@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import time
+from pathlib import Path
 
 from pytest_gpulab import toolchain
 
@@ -18,10 +19,15 @@ def test_every_staging_module_kubernetes_replaces_is_pinned_to_its_release():
     ours = (toolchain.GOMOD / "kubernetes" / "go.mod").read_text()
     pinned = dict(re.findall(r"^\s*(k8s\.io/[\w-]+) => k8s\.io/[\w-]+ (v\S+)", ours, re.M))
     download = subprocess.run(
-        ["go", "mod", "download", "-json", "k8s.io/kubernetes@v1.36.3"], env=toolchain.go_environment(),
-        cwd=str(toolchain.GOMOD / "kubernetes"), capture_output=True, text=True, check=True, timeout=300,
+        ["go", "mod", "download", "-json", "k8s.io/kubernetes@v1.36.3"],
+        env=toolchain.go_environment(),
+        cwd=str(toolchain.GOMOD / "kubernetes"),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
     )
-    upstream = open(json.loads(download.stdout)["GoMod"]).read()
+    upstream = Path(json.loads(download.stdout)["GoMod"]).read_text()
     # Required at v0.0.0 and replaced by ./staging upstream: each needs a published release here.
     required = set(re.findall(r"^\s*(k8s\.io/[\w-]+) v0\.0\.0$", upstream, re.M))
     staging = set(re.findall(r"^\s*(k8s\.io/[\w-]+) => \./staging/", upstream, re.M))
@@ -32,18 +38,24 @@ def test_every_staging_module_kubernetes_replaces_is_pinned_to_its_release():
 
 def test_binaries_report_the_pinned_versions():
     directory = toolchain.bin_dir()
+
     def version(*command):
-        return subprocess.run([str(directory / command[0]), *command[1:]], capture_output=True, text=True, timeout=30).stdout
+        return subprocess.run(
+            [str(directory / command[0]), *command[1:]], capture_output=True, text=True, timeout=30
+        ).stdout
+
     assert version("kube-apiserver", "--version").strip() == "Kubernetes v1.36.3"
     assert version("kube-scheduler", "--version").strip() == "Kubernetes v1.36.3"
     assert version("kube-controller-manager", "--version").strip() == "Kubernetes v1.36.3"
-    assert json.loads(version("kubectl", "version", "--client", "-o", "json"))["clientVersion"]["gitVersion"] == "v1.36.3"
+    assert (
+        json.loads(version("kubectl", "version", "--client", "-o", "json"))["clientVersion"]["gitVersion"] == "v1.36.3"
+    )
     assert "etcd Version: 3.6.16" in version("etcd", "--version")
     assert "0.8.0" in version("kwokctl", "--version")
 
 
 def test_a_second_build_with_the_cache_present_takes_seconds():
-    said = []
+    said: list[str] = []
     started = time.monotonic()
     assert toolchain.build(say=said.append) == toolchain.bin_dir()
     assert time.monotonic() - started < 5

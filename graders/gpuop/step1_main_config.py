@@ -19,8 +19,11 @@ def config(learner):
 def test_version(config):
     version = config.get("version")
     expect_value(
-        version, 2, f"{CONFIG}: version at the top level",
-        hint="version is the integer 2: write version = 2 without quotes." if isinstance(version, str) else None, detail=config,
+        version,
+        2,
+        f"{CONFIG}: version at the top level",
+        hint="version is the integer 2: write version = 2 without quotes." if isinstance(version, str) else None,
+        detail=config,
     )
 
 
@@ -33,26 +36,37 @@ def test_imports(config):
             detail=config,
         )
     expect(
-        isinstance(imports, list), should_be(f"{CONFIG}: imports", Words("a top-level array"), imports),
-        hint='Write it in brackets: imports = ["/etc/containerd/conf.d/*.toml"].', detail=config,
+        isinstance(imports, list),
+        should_be(f"{CONFIG}: imports", Words("a top-level array"), imports),
+        hint='Write it in brackets: imports = ["/etc/containerd/conf.d/*.toml"].',
+        detail=config,
     )
     expect(
         any(isinstance(entry, str) and entry.endswith("conf.d/*.toml") for entry in imports),
-        should_be(f"{CONFIG}: imports", Words("an array with one entry ending conf.d/*.toml"), imports), detail=config,
+        should_be(f"{CONFIG}: imports", Words("an array with one entry ending conf.d/*.toml"), imports),
+        detail=config,
     )
 
 
 def test_default_runtime(config):
     default = cri_containerd(config, CONFIG).get("default_runtime_name")
-    expect_value(default, "runc", f'{CONFIG}: default_runtime_name under [plugins."{CRI_V2}".containerd]', detail=config)
+    expect_value(
+        default, "runc", f'{CONFIG}: default_runtime_name under [plugins."{CRI_V2}".containerd]', detail=config
+    )
 
 
 def test_runc_runtime(config):
     runc = runtime_table(config, CONFIG, "runc")
-    expect_value(runc.get("runtime_type"), "io.containerd.runc.v2", f"{CONFIG}: runtime_type in [{RUNC}]", detail=config)
+    expect_value(
+        runc.get("runtime_type"), "io.containerd.runc.v2", f"{CONFIG}: runtime_type in [{RUNC}]", detail=config
+    )
     systemd = runtime_option(runc, "SystemdCgroup", CONFIG, RUNC)
     expect_value(
-        systemd, True, f"{CONFIG}: options.SystemdCgroup of the runc runtime",
-        hint="Write SystemdCgroup = true without quotes; a quoted value is a string and containerd rejects it." if isinstance(systemd, str) else None,
+        systemd,
+        True,
+        f"{CONFIG}: options.SystemdCgroup of the runc runtime",
+        hint="Write SystemdCgroup = true without quotes; a quoted value is a string and containerd rejects it."
+        if isinstance(systemd, str)
+        else None,
         detail=config,
     )

@@ -22,11 +22,20 @@ def nvidia(learner):
 def test_nvidia_runtime(nvidia):
     expect_value(nvidia.get("runtime_type"), "io.containerd.runc.v2", f"{DROPIN}: runtime_type", detail=nvidia)
     binary = runtime_option(nvidia, "BinaryName", DROPIN, NVIDIA)
-    expect_value(binary, "/usr/bin/nvidia-container-runtime", f"{DROPIN}: options.BinaryName", hint=BINARY_HINT if binary is None else None, detail=nvidia)
+    expect_value(
+        binary,
+        "/usr/bin/nvidia-container-runtime",
+        f"{DROPIN}: options.BinaryName",
+        hint=BINARY_HINT if binary is None else None,
+        detail=nvidia,
+    )
     systemd = runtime_option(nvidia, "SystemdCgroup", DROPIN, NVIDIA)
     expect_value(
-        systemd, True, f"{DROPIN}: options.SystemdCgroup of the nvidia runtime",
-        hint="Write SystemdCgroup = true without quotes." if isinstance(systemd, str) else None, detail=nvidia,
+        systemd,
+        True,
+        f"{DROPIN}: options.SystemdCgroup of the nvidia runtime",
+        hint="Write SystemdCgroup = true without quotes." if isinstance(systemd, str) else None,
+        detail=nvidia,
     )
 
 
@@ -49,5 +58,13 @@ def test_imported_by_the_main_file(learner):
         return  # step 1 grades the main file
     dropin = learner.file(DROPIN).path.resolve()
     globs = imports_of(main)
-    matched = [glob for glob in globs if dropin in {path.resolve() for path in glob_matches(glob, learner.file("etc/containerd").path)}]
-    expect(matched, f"{MAIN}'s imports {shown(globs)} do not match {DROPIN}, so containerd would never read this drop-in.", detail={"imports": globs})
+    matched = [
+        glob
+        for glob in globs
+        if dropin in {path.resolve() for path in glob_matches(glob, learner.file("etc/containerd").path)}
+    ]
+    expect(
+        matched,
+        f"{MAIN}'s imports {shown(globs)} do not match {DROPIN}, so containerd would never read this drop-in.",
+        detail={"imports": globs},
+    )

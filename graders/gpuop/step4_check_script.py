@@ -43,7 +43,10 @@ def test_reads_the_dump_not_the_files(learner):
             f"{SCRIPT} calls containerd by an absolute path ({absolute.group(1)}).",
             hint="Call plain `containerd` so it is found on PATH, where the grader puts its fake daemon.",
         )
-    expect(re.search(r"(?<![\w/.-])containerd(?![\w.-])", code), f"{SCRIPT} never calls containerd; it should run `containerd config dump`.")
+    expect(
+        re.search(r"(?<![\w/.-])containerd(?![\w.-])", code),
+        f"{SCRIPT} never calls containerd; it should run `containerd config dump`.",
+    )
 
 
 def test_exits_0_when_nvidia_is_loaded(runs, learner, feedback):

@@ -20,27 +20,37 @@ def check_runtimeclass(runtimeclass):
     expect_value(runtimeclass.get("apiVersion"), "node.k8s.io/v1", "the RuntimeClass apiVersion")
     handler = runtimeclass.get("handler")
     if handler is None and dig(runtimeclass, "spec", "handler") is not None:
-        fail("handler is under spec.", hint="A RuntimeClass has no spec: handler is a top-level field, beside metadata.")
+        fail(
+            "handler is under spec.", hint="A RuntimeClass has no spec: handler is a top-level field, beside metadata."
+        )
     expect_value(handler, "nvidia", "the RuntimeClass handler", detail=runtimeclass)
 
 
 def gpu_limit(pod):
     """The nvidia.com/gpu limit of the Pod's containers, as the API server keeps it ("1"), or None."""
     containers = dig(pod, "spec", "containers")
-    limits = [dig(c, "resources", "limits", "nvidia.com/gpu") for c in containers if isinstance(c, dict)] if isinstance(containers, list) else []
+    limits = (
+        [dig(c, "resources", "limits", "nvidia.com/gpu") for c in containers if isinstance(c, dict)]
+        if isinstance(containers, list)
+        else []
+    )
     return next((str(limit) for limit in limits if limit is not None), None)
 
 
 def check_pod(pod):
     expect_value(dig(pod, "metadata", "namespace"), "gpu-lab", "the Pod's namespace")
     expect_value(dig(pod, "spec", "runtimeClassName"), "nvidia", "spec.runtimeClassName", detail=pod)
-    expect(gpu_limit(pod) == "1", should_be("a container's resources.limits nvidia.com/gpu", 1, gpu_limit(pod)), detail=pod)
+    expect(
+        gpu_limit(pod) == "1", should_be("a container's resources.limits nvidia.com/gpu", 1, gpu_limit(pod)), detail=pod
+    )
 
 
 def test_runtimeclass(learner, live, feedback):
     written_and_applied(learner.file(RUNTIMECLASS), live, "RuntimeClass", "nvidia", check_runtimeclass)
     if dig(learner.file(RUNTIMECLASS).object("RuntimeClass", "nvidia"), "metadata", "namespace"):
-        feedback.note(f"{RUNTIMECLASS} gives the RuntimeClass a namespace; a RuntimeClass is cluster-scoped, so the API server ignores it. Leave it out.")
+        feedback.note(
+            f"{RUNTIMECLASS} gives the RuntimeClass a namespace; a RuntimeClass is cluster-scoped, so the API server ignores it. Leave it out."
+        )
 
 
 def test_gpu_pod(learner, live):
@@ -50,22 +60,31 @@ def test_gpu_pod(learner, live):
 
 def reason_and_message(lines):
     """The two lines as (reason, message): by their labels if they carry them, else in order."""
-    found = {}
+    found: dict[str, str] = {}
     for position, line in enumerate(lines):
         label = LABEL.match(line)
-        found.setdefault(label.group(1).lower() if label else ("reason", "message")[position], LABEL.sub("", line, count=1))
+        found.setdefault(
+            label.group(1).lower() if label else ("reason", "message")[position], LABEL.sub("", line, count=1)
+        )
     reason = re.sub(r"\s+#.*$", "", found.get("reason", "")).strip().strip("\"'")
     return reason, found.get("message", "")
 
 
 def test_pending_reason(learner, lab):
     lines = learner.file(UNSCHEDULED).lines(2)
-    expect(len(lines) == 2, f"{UNSCHEDULED} should have two lines (the PodScheduled reason, then its message), found {len(lines)}.")
+    expect(
+        len(lines) == 2,
+        f"{UNSCHEDULED} should have two lines (the PodScheduled reason, then its message), found {len(lines)}.",
+    )
     reason, message = reason_and_message(lines)
     expect(reason == "Unschedulable", should_be(f"Line 1 of {UNSCHEDULED}", Words("the reason Unschedulable"), reason))
     nodes = f"0/{len(lab.nodes)} nodes are available"
     expect(
         "Insufficient nvidia.com/gpu" in message and nodes in message,
-        should_be(f"Line 2 of {UNSCHEDULED}", Words(f'the scheduler\'s message ("{nodes}: {len(lab.nodes)} Insufficient nvidia.com/gpu...")'), message),
+        should_be(
+            f"Line 2 of {UNSCHEDULED}",
+            Words(f'the scheduler\'s message ("{nodes}: {len(lab.nodes)} Insufficient nvidia.com/gpu...")'),
+            message,
+        ),
         hint="Copy the message of the PodScheduled condition: kubectl get pod cuda-probe -n gpu-lab -o jsonpath='{.status.conditions}'.",
     )

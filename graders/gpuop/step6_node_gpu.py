@@ -16,7 +16,10 @@ POD_WAIT_SECONDS = 20
 def test_node_advertises_gpus(live):
     node = live.get("Node", GPU_NODE)
     expect(node, f"The node {GPU_NODE} is not in the cluster.")
-    capacity, allocatable = dig(node, "status", "capacity", "nvidia.com/gpu"), dig(node, "status", "allocatable", "nvidia.com/gpu")
+    capacity, allocatable = (
+        dig(node, "status", "capacity", "nvidia.com/gpu"),
+        dig(node, "status", "allocatable", "nvidia.com/gpu"),
+    )
     if capacity is None and allocatable is None:
         fail(
             f"{GPU_NODE} does not advertise nvidia.com/gpu.",
@@ -43,14 +46,21 @@ def test_cuda_probe_runs_on_the_gpu_node(live):
 
 def allowed_amounts(lab):
     """Each node's amount at step 6; the time-sliced node may already show step 7's 20."""
-    return {name: {4} if name == GPU_NODE else {0, 20} if name == SLICED_NODE else {0} for name in lab.environment.node_names}
+    return {
+        name: {4} if name == GPU_NODE else {0, 20} if name == SLICED_NODE else {0}
+        for name in lab.environment.node_names
+    }
 
 
 def test_node_gpu_table(learner, lab):
     table = learner.file(TABLE).amount_table()
     expected = allowed_amounts(lab)
     missing = [name for name in expected if name not in table]
-    expect(not missing, f"{TABLE} should list the {len(expected)} nodes with their GPU amounts; missing {listed(missing)}.", detail=table)
+    expect(
+        not missing,
+        f"{TABLE} should list the {len(expected)} nodes with their GPU amounts; missing {listed(missing)}.",
+        detail=table,
+    )
     wrong = [
         f"{name} should read {' or '.join(str(a) if a else 'none' for a in sorted(allowed, reverse=True))}, found {shown(bad[0])}"
         for name, allowed in expected.items()

@@ -13,18 +13,33 @@ CONFIG_MAP = "k8s/time-slicing.yaml"
 SLOTS = "out/slots.txt"
 SLICED_NODE = "lab-node-1"
 EXPECTED_NUMBERS = {
-    "PHYSICAL_GPUS": 4, "REPLICAS": 5, "ADVERTISED": 20, "VRAM_PER_GPU_GIB": 40,
-    "VRAM_GUARANTEED_PER_SLOT_GIB": 0, "VRAM_SHARED_PER_GPU_GIB": 40,
+    "PHYSICAL_GPUS": 4,
+    "REPLICAS": 5,
+    "ADVERTISED": 20,
+    "VRAM_PER_GPU_GIB": 40,
+    "VRAM_GUARANTEED_PER_SLOT_GIB": 0,
+    "VRAM_SHARED_PER_GPU_GIB": 40,
 }
-HINTS = {("VRAM_GUARANTEED_PER_SLOT_GIB", 8): "Time-slicing divides time, not memory: no slot is guaranteed any VRAM, so it is 0."}
+HINTS: dict[tuple[str, float | None], str] = {
+    (
+        "VRAM_GUARANTEED_PER_SLOT_GIB",
+        8,
+    ): "Time-slicing divides time, not memory: no slot is guaranteed any VRAM, so it is 0."
+}
 
 
 def sharing_of(config_map):
     """data.any parsed: the device plugin's configuration, which the ConfigMap must hold as a string."""
     any_value = dig(config_map, "data", "any")
     if isinstance(any_value, (dict, list)):
-        fail("data.any is a YAML mapping, not a string.", hint="ConfigMap data values must be strings: write the configuration as a block scalar, any: |-")
-    expect(isinstance(any_value, str), should_be("data.any", Words("a string holding the time-slicing configuration"), any_value))
+        fail(
+            "data.any is a YAML mapping, not a string.",
+            hint="ConfigMap data values must be strings: write the configuration as a block scalar, any: |-",
+        )
+    expect(
+        isinstance(any_value, str),
+        should_be("data.any", Words("a string holding the time-slicing configuration"), any_value),
+    )
     try:
         return yaml.safe_load(any_value)
     except yaml.YAMLError as error:
@@ -35,7 +50,12 @@ def check_config_map(config_map):
     expect_value(dig(config_map, "metadata", "namespace"), "gpu-operator", "the ConfigMap's namespace")
     sharing = sharing_of(config_map)
     time_slicing = dig(sharing, "sharing", "timeSlicing")
-    expect_value(dig(time_slicing, "failRequestsGreaterThanOne"), True, "sharing.timeSlicing.failRequestsGreaterThanOne", detail=sharing)
+    expect_value(
+        dig(time_slicing, "failRequestsGreaterThanOne"),
+        True,
+        "sharing.timeSlicing.failRequestsGreaterThanOne",
+        detail=sharing,
+    )
     resources = dig(time_slicing, "resources")
     if resources is None and dig(sharing, "resources") is not None:
         fail(
@@ -44,23 +64,34 @@ def check_config_map(config_map):
             detail=sharing,
         )
     first = dig(resources, 0)
-    expect(isinstance(first, dict), "data.any should have a resources array whose first item names nvidia.com/gpu.", detail=sharing)
+    expect(
+        isinstance(first, dict),
+        "data.any should have a resources array whose first item names nvidia.com/gpu.",
+        detail=sharing,
+    )
     expect_value(first.get("name"), "nvidia.com/gpu", "resources[0].name")
     expect_value(first.get("replicas"), 5, "resources[0].replicas")
 
 
 def test_time_slicing_config(learner, live):
-    written_and_applied(learner.file(CONFIG_MAP), live, "ConfigMap", "gpu-operator/time-slicing-config", check_config_map)
+    written_and_applied(
+        learner.file(CONFIG_MAP), live, "ConfigMap", "gpu-operator/time-slicing-config", check_config_map
+    )
 
 
 def test_node_advertises_slots(live):
     node = live.get("Node", SLICED_NODE)
     expect(node, f"The node {SLICED_NODE} is not in the cluster.")
-    capacity, allocatable = dig(node, "status", "capacity", "nvidia.com/gpu"), dig(node, "status", "allocatable", "nvidia.com/gpu")
+    capacity, allocatable = (
+        dig(node, "status", "capacity", "nvidia.com/gpu"),
+        dig(node, "status", "allocatable", "nvidia.com/gpu"),
+    )
     expect(
         capacity == "20" and allocatable == "20",
         f'{SLICED_NODE} should advertise nvidia.com/gpu "20" in capacity and allocatable, found capacity {shown(capacity)}, allocatable {shown(allocatable)}.',
-        hint=f"Patch the status subresource: kubectl patch node {SLICED_NODE} --subresource=status." if capacity is None else None,
+        hint=f"Patch the status subresource: kubectl patch node {SLICED_NODE} --subresource=status."
+        if capacity is None
+        else None,
     )
 
 
@@ -76,6 +107,19 @@ def test_slot_arithmetic(learner):
     problems = [problem for key in EXPECTED_NUMBERS if (problem := number_problem(key, values[key]))]
     isolation = values["ISOLATION"].strip().lower()
     if not (isolation == "none" or parse_yes_no(isolation) is False):
-        problems.append(StepFailed(should_be("ISOLATION", Words("none"), values["ISOLATION"], why="time-slicing gives no memory or fault isolation")))
+        problems.append(
+            StepFailed(
+                should_be(
+                    "ISOLATION",
+                    Words("none"),
+                    values["ISOLATION"],
+                    why="time-slicing gives no memory or fault isolation",
+                )
+            )
+        )
     if problems:
-        fail(f"{SLOTS}: " + " ".join(p.message for p in problems), hint=next((p.hint for p in problems if p.hint), None), detail=values)
+        fail(
+            f"{SLOTS}: " + " ".join(p.message for p in problems),
+            hint=next((p.hint for p in problems if p.hint), None),
+            detail=values,
+        )

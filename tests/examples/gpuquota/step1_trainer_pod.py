@@ -1,0 +1,26 @@
+"""Step 1: a training Pod that asks for one GPU and tolerates the GPU node's taint."""
+
+import pytest
+
+from pytest_gpulab.feedback import expect, expect_value
+from pytest_gpulab.manifests import written_and_applied
+from pytest_gpulab.parsing import dig
+
+pytestmark = pytest.mark.step(1, "Training Pod on the GPU node", points=10)
+
+POD = "k8s/trainer.yaml"
+
+
+def check_trainer(pod):
+    expect_value(dig(pod, "spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"), "1", "the GPU limit")
+    tolerated = {t.get("key") for t in dig(pod, "spec", "tolerations", default=[]) or []}
+    expect("dedicated" in tolerated, "the Pod should tolerate the dedicated=gpu taint.")
+
+
+def test_trainer_written_and_applied(learner, live):
+    written_and_applied(learner.file(POD), live, "Pod", "team-a/trainer", check_trainer)
+
+
+def test_trainer_runs_on_the_gpu_node(live):
+    pod = live.wait_for("Pod", "team-a/trainer", lambda p: dig(p, "status", "phase") == "Running", timeout=20)
+    expect_value(dig(pod, "spec", "nodeName"), "gpu-node", "the node the trainer runs on")
