@@ -41,8 +41,16 @@ def course(tmp_path: Path) -> Path:
 def grade(pytester: pytest.Pytester, course: Path, root: Path, cluster: KwokCluster) -> dict:
     report = pytester.path / "report.json"
     pytester.runpytest_subprocess(
-        f"--lab-dir={course}", "--lab", "gpuquota", f"--lab-root={root}", "--kubeconfig", str(cluster.kubeconfig),
-        "--json-report", f"--json-report-file={report}", "-p", "no:cacheprovider",
+        f"--lab-dir={course}",
+        "--lab",
+        "gpuquota",
+        f"--lab-root={root}",
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--json-report",
+        f"--json-report-file={report}",
+        "-p",
+        "no:cacheprovider",
     )
     return json.loads(report.read_text())
 
@@ -64,32 +72,54 @@ def test_a_lab_made_only_of_files_is_brought_up_with_its_topology_and_graded(pyt
         assert untouched["gpulab"]["earned"] == 0 and untouched["gpulab"]["possible"] == 15
         assert all(test["metadata"].get("internal_error") is False for test in untouched["tests"])
 
-        solved = subprocess.run(["bash", str(lab.reference), str(root)], env=cluster.environment(), capture_output=True, text=True, timeout=120)
+        solved = subprocess.run(
+            ["bash", str(lab.reference), str(root)],
+            env=cluster.environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert solved.returncode == 0, solved.stderr
         graded = grade(pytester, course, root, cluster)
         assert graded["gpulab"]["earned"] == 15, [t["metadata"] for t in graded["tests"] if t["outcome"] != "passed"]
         checks = {test["metadata"]["check"] for test in graded["tests"]}
-        assert checks == {"gpuquota.1.trainer-written-and-applied", "gpuquota.1.trainer-runs-on-the-gpu-node", "gpuquota.2.free-gpus"}
+        assert checks == {
+            "gpuquota.1.trainer-written-and-applied",
+            "gpuquota.1.trainer-runs-on-the-gpu-node",
+            "gpuquota.2.free-gpus",
+        }
 
 
 def test_gpulab_demo_runs_a_lab_from_a_lab_dir(course):
     demo = subprocess.run(
         [sys.executable, "-m", "pytest_gpulab.cli", "demo", "--lab-dir", str(course), "gpuquota"],
-        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
     )
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "gpuquota/step-1" in demo.stdout and "total: 15/15 points" in demo.stdout
-    listed = subprocess.run([sys.executable, "-m", "pytest_gpulab.cli", "labs", "--lab-dir", str(course)], capture_output=True, text=True, timeout=60)
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest_gpulab.cli", "labs", "--lab-dir", str(course)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert {line.split("\t")[0] for line in listed.stdout.splitlines()} == {"gpuop", "gpuquota"}
 
 
 def test_a_broken_lab_file_is_named_without_hiding_the_other_labs(tmp_path, pytester):
     broken = tmp_path / "course" / "broken"
     broken.mkdir(parents=True)
-    (broken / "lab.toml").write_text('name = "broken"\ntitle = "x"\ndefault_root = "/root/x"\nrubric_version = "1"\n[[environment.nodes]]\nname = "n"\ntaint = []\n')
+    (broken / "lab.toml").write_text(
+        'name = "broken"\ntitle = "x"\ndefault_root = "/root/x"\nrubric_version = "1"\n[[environment.nodes]]\nname = "n"\ntaint = []\n'
+    )
     catalog = discover([tmp_path / "course"])
     assert "gpuop" in catalog.names and "broken" not in catalog.names
     assert any("unknown key environment.nodes[0].taint" in problem for problem in catalog.problems), catalog.problems
     result = pytester.runpytest_subprocess(f"--lab-dir={tmp_path / 'course'}", "--lab", "broken", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown lab 'broken'*", "*could not be read*", "*unknown key environment.nodes[[]0[]].taint*"])
+    result.stderr.fnmatch_lines(
+        ["*unknown lab 'broken'*", "*could not be read*", "*unknown key environment.nodes[[]0[]].taint*"]
+    )

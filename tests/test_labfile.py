@@ -33,7 +33,10 @@ def test_a_full_environment_reads_as_declared(tmp_path):
     manifest = gpu.manifest()
     assert manifest["status"]["capacity"] == {"cpu": "4", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "8"}
     assert manifest["spec"] == {"taints": [{"key": "k", "effect": "NoExecute"}], "unschedulable": True}
-    assert manifest["metadata"]["labels"]["a"] == "b" and manifest["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert (
+        manifest["metadata"]["labels"]["a"] == "b"
+        and manifest["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    )
     assert worker.manifest()["spec"] == {} and lab.environment.node_names == ("gpu", "w-0", "w-1")
 
 
@@ -41,8 +44,14 @@ def test_a_full_environment_reads_as_declared(tmp_path):
     ("text", "says"),
     [
         ('[[environment.nodes]]\nname = "n"\ntaint = []\n', "unknown key environment.nodes[0].taint"),
-        ('[[environment.nodes]]\nname = "n"\ntaints = [{ key = "k", effect = "NoSchdule" }]\n', "effect is 'NoSchdule'; use one of NoSchedule"),
-        ('[[environment.nodes]]\nname = "n"\nmemory = "lots"\n', "memory is 'lots', which is not a Kubernetes quantity"),
+        (
+            '[[environment.nodes]]\nname = "n"\ntaints = [{ key = "k", effect = "NoSchdule" }]\n',
+            "effect is 'NoSchdule'; use one of NoSchedule",
+        ),
+        (
+            '[[environment.nodes]]\nname = "n"\nmemory = "lots"\n',
+            "memory is 'lots', which is not a Kubernetes quantity",
+        ),
         ('[[environment.nodes]]\nname = "n"\n[[environment.nodes]]\nname = "n"\n', "the node n is declared twice"),
         ('[[environment.nodes]]\nname = "n"\nnames = ["m"]\n', "needs either name"),
         ('[[environment.nodes]]\nname = "Node_1"\n', "use lower-case letters"),

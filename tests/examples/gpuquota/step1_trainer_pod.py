@@ -2,9 +2,9 @@
 
 import pytest
 
-from pytest_gpulab.feedback import expect, expect_value
+from pytest_gpulab.feedback import expect, expect_value, should_be
 from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.parsing import dig, quantity_bytes
 
 pytestmark = pytest.mark.step(1, "Training Pod on the GPU node", points=10)
 
@@ -12,7 +12,8 @@ POD = "k8s/trainer.yaml"
 
 
 def check_trainer(pod):
-    expect_value(dig(pod, "spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"), "1", "the GPU limit")
+    limit = dig(pod, "spec", "containers", 0, "resources", "limits", "nvidia.com/gpu")
+    expect(quantity_bytes(limit) == 1, should_be("the GPU limit", 1, limit))  # a file may say 1, the API server "1"
     tolerated = {t.get("key") for t in dig(pod, "spec", "tolerations", default=[]) or []}
     expect("dedicated" in tolerated, "the Pod should tolerate the dedicated=gpu taint.")
 
