@@ -6,10 +6,13 @@ import json
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
-from gpuop_variants import FORMS, TRAPS, Variant, copy_root
+from gpuop_causes import CAUSES
+from gpuop_traps import TRAPS
+from gpuop_variants import FORMS, Variant, copy_root
 
 from pytest_gpulab.kwok import KwokCluster
 from pytest_gpulab.labs import discover
@@ -98,7 +101,7 @@ def test_reference_solution_passes_every_step(pytester, reference):
             assert check["title"] and check["points"] > 0
 
 
-@pytest.mark.parametrize("variant", TRAPS, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", TRAPS + CAUSES, ids=lambda v: v.name)
 def test_trap_fails_exactly_its_step_with_its_hint(pytester, reference, tmp_path, variant: Variant):
     cluster, reference_root = reference
     root = copy_root(reference_root, tmp_path / "root")
@@ -108,6 +111,8 @@ def test_trap_fails_exactly_its_step_with_its_hint(pytester, reference, tmp_path
     message = failures[variant.failing_step]
     for fragment in variant.says:
         assert fragment in message, message
+    for fragment in variant.says_not:
+        assert fragment not in message, message
     assert "Traceback" not in message and not any("Error" in line.split(":")[0] for line in message.splitlines())
 
 
@@ -184,3 +189,52 @@ spec:
         image: nvcr.io/nvidia/k8s/container-toolkit:{tag}
         resources: {{requests: {{memory: {memory}}}}}
 """
+
+
+REFUSED_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: cuda-probe, namespace: gpu-lab}
+spec:
+  runtimeClassName: nvidia
+  containers:
+  - name: cuda
+    image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
+    resources: {limits: {nvidia.com/gpu: 1}, requests: {nvidia.com/gpu: 2}}
+"""
+
+
+def settled(cluster: KwokCluster, numbers: tuple, images: set[str]) -> bool:
+    pods = cluster.get_json("pods", "-n", "gpu-operator", "-l", "app=nvidia-container-toolkit")["items"]
+    return (
+        ds_numbers(cluster) == numbers
+        and {p["spec"]["containers"][0]["image"].rsplit(":", 1)[1] for p in pods} == images
+    )
+
+
+def test_cluster_mistakes_name_their_cause(pytester, tmp_path):
+    """A Pod the API server refused, and a DaemonSet changed in two edits, each named for what happened."""
+    root = tmp_path / "root"
+    root.mkdir()
+    with KwokCluster.for_lab("gpuop", name="tests-causes") as cluster:
+        solve(cluster, root, 1, 2, 3, 4, 5)
+        cluster.kubectl("delete", "pod", "cuda-probe", "-n", "gpu-lab", "--wait=true")
+        (root / "k8s/gpu-pod.yaml").write_text(REFUSED_POD)  # the learner's apply of this failed
+        assert cluster.kubectl("apply", "-f", str(root / "k8s/gpu-pod.yaml"), check=False).returncode != 0
+
+        cluster.kubectl("create", "namespace", "gpu-operator")
+        for tag, memory, numbers, images in (
+            ("v1.16.2", "128Mi", (3, 3, 3), {"v1.16.2"}),
+            ("v1.17.0", "128Mi", (3, 3, 3), {"v1.17.0"}),  # the first of two edits rolls out everywhere
+            ("v1.17.0", "64Gi", (3, 1, 2), {"v1.17.0"}),
+        ):
+            cluster.kubectl("apply", "-f", "-", input=toolkit_ds(tag, memory))
+            assert wait_until(partial(settled, cluster, numbers, images), 90), ds_numbers(cluster)
+        (root / "k8s/toolkit-ds.yaml").write_text(toolkit_ds("v1.17.0", "64Gi"))
+
+        failures = failing(grade(pytester, root, cluster))
+    assert (
+        "the API server refuses k8s/gpu-pod.yaml" in failures[5]
+        and "must be equal to nvidia.com/gpu limit" in failures[5]
+    )
+    assert "changed in two edits" in failures[8] and "in one edit" in failures[8]

@@ -307,3 +307,113 @@ def test_scripts(learner_script, fake_containerd):
         "--lab", "gpuop", "test_scripts.py", "--kubeconfig", str(tmp_path / "kubeconfig")
     )
     result.assert_outcomes(passed=1)
+
+
+def test_a_bad_setting_names_where_it_came_from(pytester, monkeypatch):
+    monkeypatch.setenv("GPULAB_LAB_CLUSTER", "bogus")
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*the environment variable GPULAB_LAB_CLUSTER is 'bogus'; lab-cluster is one of existing, ephemeral*"]
+    )
+    monkeypatch.delenv("GPULAB_LAB_CLUSTER")
+    ini = pytester.makeini("[pytest]\ngpulab_script_timeout = soon\n")
+    result = pytester.runpytest_subprocess("--lab", "gpuop", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*the ini setting gpulab_script_timeout in {ini} is not valid*"])
+
+
+def test_the_header_says_where_each_setting_came_from(pytester, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(pytester.path / "kubeconfig"))
+    pytester.makeini(f"[pytest]\ngpulab_lab_root = {pytester.path / 'learner'}\n")
+    result = pytester.runpytest_subprocess("--lab=gpuop", "--collect-only")
+    result.stdout.fnmatch_lines(
+        [
+            "gpulab: lab gpuop (rubric *) from */graders/gpuop [[]the option --lab[]]",
+            f"gpulab: learner root {pytester.path / 'learner'} [[]the ini setting gpulab_lab_root in *[]]",
+            f"gpulab: cluster {pytester.path}/kubeconfig [[]the environment variable KUBECONFIG[]]",
+        ]
+    )
+
+
+def test_a_lab_folder_is_graded_without_lab(pytester, tmp_path):
+    from pytest_gpulab.labs import discover
+
+    folder = discover().get("gpuop").folder
+    result = pytester.runpytest_subprocess(
+        str(folder), f"--lab-root={tmp_path}", "--kubeconfig", str(tmp_path / "missing")
+    )
+    result.stdout.fnmatch_lines(["*gpuop/step-1 *", "*lab gpuop (rubric *)*", "*total: 0/100 points*"])
+
+
+LAB_TOML = 'name = "mini"\ntitle = "Mini"\ndefault_root = "/nonexistent"\nrubric_version = "1"\n'
+
+
+def mini_lab(pytester: pytest.Pytester, **modules: str):
+    folder = pytester.mkdir("mini")
+    (folder / "lab.toml").write_text(LAB_TOML)
+    for name, text in modules.items():
+        (folder / f"{name}.py").write_text(text)
+    (folder / "helpers.py").write_text("raise AssertionError('a helper module is not collected')\n")
+    return folder
+
+
+def test_checks_with_their_own_points_earn_them_one_by_one(pytester):
+    folder = mini_lab(
+        pytester,
+        step1_split="""
+import pytest
+pytestmark = pytest.mark.step(1, "Split")
+
+@pytest.mark.check(points=3)
+def test_right():
+    pass
+
+@pytest.mark.check("renamed", points=4)
+def test_wrong():
+    assert False
+""",
+    )
+    report_path = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        f"--lab-dir={folder}", "--json-report", f"--json-report-file={report_path}", "-v"
+    )
+    result.stdout.fnmatch_lines(
+        ["mini/step-1::right PASSED*", "mini/step-1::renamed FAILED*", "*step 1: FAIL  Split (3/7)*"]
+    )
+    step = json.loads(report_path.read_text())["gpulab"]["steps"][0]
+    assert (step["earned"], step["points"]) == (3, 7)
+    assert step["checks"] == [
+        {"id": "mini.1.right", "passed": True, "points": 3},
+        {"id": "mini.1.renamed", "passed": False, "points": 4},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("module", "says"),
+    [
+        (
+            'import pytest\npytestmark = pytest.mark.step(2, "Two")\ndef test_x():\n    pass\n',
+            "step1_x.py is marked step 2",
+        ),
+        (
+            'import pytest\npytestmark = pytest.mark.step(1, "One", points=9)\n'
+            "@pytest.mark.check(points=3)\ndef test_x():\n    pass\n",
+            "marked points=9 but its checks' points add up to 3",
+        ),
+        (
+            'import pytest\npytestmark = pytest.mark.step(1, "One")\n'
+            "@pytest.mark.check(points=3)\ndef test_x():\n    pass\ndef test_y():\n    pass\n",
+            "some checks carry points and mini.1.y does not",
+        ),
+        (
+            'import pytest\npytestmark = pytest.mark.step(1, "One")\n@pytest.mark.check("Bad Name")\ndef test_x():\n    pass\n',
+            "invalid check marker",
+        ),
+    ],
+)
+def test_an_authors_marker_mistake_is_a_usage_error(pytester, module, says):
+    folder = mini_lab(pytester, step1_x=module)
+    result = pytester.runpytest_subprocess(f"--lab-dir={folder}", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert says in result.stderr.str()

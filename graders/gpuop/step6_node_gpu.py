@@ -2,7 +2,8 @@
 
 import pytest
 
-from pytest_gpulab.feedback import expect, fail, listed, shown
+from pytest_gpulab.feedback import expect, listed, shown
+from pytest_gpulab.kube import expect_advertises
 from pytest_gpulab.parsing import dig
 
 pytestmark = pytest.mark.step(6, "GPU advertised through the node status", points=10)
@@ -14,23 +15,7 @@ POD_WAIT_SECONDS = 20
 
 
 def test_node_advertises_gpus(live):
-    node = live.get("Node", GPU_NODE)
-    expect(node, f"The node {GPU_NODE} is not in the cluster.")
-    capacity, allocatable = (
-        dig(node, "status", "capacity", "nvidia.com/gpu"),
-        dig(node, "status", "allocatable", "nvidia.com/gpu"),
-    )
-    if capacity is None and allocatable is None:
-        fail(
-            f"{GPU_NODE} does not advertise nvidia.com/gpu.",
-            hint=f"Node status is a separate subresource: a plain patch is ignored. Use kubectl patch node {GPU_NODE} --subresource=status.",
-        )
-    expect(
-        capacity == "4" and allocatable == "4",
-        f'{GPU_NODE} should advertise nvidia.com/gpu "4" in both capacity and allocatable, found capacity {shown(capacity)}, allocatable {shown(allocatable)}.',
-        hint="The scheduler looks at allocatable; fill in both." if capacity != allocatable else None,
-        detail=node.get("status"),
-    )
+    expect_advertises(live, GPU_NODE, "nvidia.com/gpu", "4")
 
 
 def test_cuda_probe_runs_on_the_gpu_node(live):

@@ -3,7 +3,8 @@
 import pytest
 import yaml
 
-from pytest_gpulab.feedback import StepFailed, Words, expect, expect_value, fail, should_be, shown
+from pytest_gpulab.feedback import StepFailed, Words, expect, expect_value, fail, should_be
+from pytest_gpulab.kube import expect_advertises
 from pytest_gpulab.manifests import written_and_applied
 from pytest_gpulab.parsing import dig, parse_quantity_number, parse_yes_no
 
@@ -80,19 +81,7 @@ def test_time_slicing_config(learner, live):
 
 
 def test_node_advertises_slots(live):
-    node = live.get("Node", SLICED_NODE)
-    expect(node, f"The node {SLICED_NODE} is not in the cluster.")
-    capacity, allocatable = (
-        dig(node, "status", "capacity", "nvidia.com/gpu"),
-        dig(node, "status", "allocatable", "nvidia.com/gpu"),
-    )
-    expect(
-        capacity == "20" and allocatable == "20",
-        f'{SLICED_NODE} should advertise nvidia.com/gpu "20" in capacity and allocatable, found capacity {shown(capacity)}, allocatable {shown(allocatable)}.',
-        hint=f"Patch the status subresource: kubectl patch node {SLICED_NODE} --subresource=status."
-        if capacity is None
-        else None,
-    )
+    expect_advertises(live, SLICED_NODE, "nvidia.com/gpu", "20")
 
 
 def number_problem(key, written):

@@ -1,0 +1,113 @@
+"""Reading Kubernetes objects as an operator does: containers, requests, rollouts, scheduling, advertised resources.
+
+Plain functions over the dicts the API server returns (and over manifests as
+written), shared by the labs' graders so a step module says only what it checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .feedback import expect, fail, shown
+from .live import LiveCluster, owned_by
+from .parsing import dig, quantity_bytes
+
+Obj = Mapping[str, Any]
+
+
+def containers(obj: Obj | None) -> list[dict[str, Any]]:
+    """The containers of a Pod, or of a workload's Pod template."""
+    found = dig(obj, "spec", "containers") or dig(obj, "spec", "template", "spec", "containers")
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def request(obj: Obj | None, resource: str, kind: str = "requests") -> Any:
+    """The first container's ``resources.<kind>.<resource>`` as written (``64Gi``, ``1``), or None."""
+    return next((value for c in containers(obj) if (value := dig(c, "resources", kind, resource)) is not None), None)
+
+
+def image_and_memory(obj: Obj | None) -> tuple[str | None, float | None]:
+    """(image tag, memory request in bytes) of the first container: what tells two specs of one workload apart."""
+    image = dig(containers(obj), 0, "image")
+    tag = image.rsplit(":", 1)[-1] if isinstance(image, str) and ":" in image.rsplit("/", 1)[-1] else image
+    return tag, quantity_bytes(request(obj, "memory"))
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A DaemonSet's numbers as ``kubectl get ds`` shows them."""
+
+    desired: int | None
+    updated: int
+    ready: int
+
+    @classmethod
+    def of(cls, ds: Obj) -> Rollout:
+        status = ds.get("status") or {}
+        return cls(
+            status.get("desiredNumberScheduled"), status.get("updatedNumberScheduled", 0), status.get("numberReady", 0)
+        )
+
+    def __str__(self) -> str:
+        return f"desired {self.desired}, updated {self.updated}, ready {self.ready}"
+
+
+def selector_labels(workload: Obj) -> dict[str, str] | None:
+    labels = dig(workload, "spec", "selector", "matchLabels")
+    return dict(labels) if isinstance(labels, dict) else None
+
+
+def pods_of(live: LiveCluster, workload: Obj) -> list[dict[str, Any]]:
+    """The Pods a workload owns, read by its selector (never every Pod of the cluster)."""
+    namespace = dig(workload, "metadata", "namespace")
+    return owned_by(live.list("Pod", namespace, labels=selector_labels(workload)), workload)
+
+
+def revisions_of(live: LiveCluster, workload: Obj) -> list[dict[str, Any]]:
+    """The ControllerRevisions of a DaemonSet or StatefulSet: one per spec it has had."""
+    namespace = dig(workload, "metadata", "namespace")
+    return owned_by(live.list("ControllerRevision", namespace, labels=selector_labels(workload)), workload)
+
+
+def condition(obj: Obj | None, kind: str) -> dict[str, Any]:
+    """The status condition of ``kind`` (``PodScheduled``), or an empty dict."""
+    conditions = dig(obj, "status", "conditions", default=[]) or []
+    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == kind), {})
+
+
+def unschedulable_because(pod: Obj | None, words: str) -> bool:
+    """Whether the Pod waits unscheduled with ``words`` (``Insufficient memory``) in the scheduler's message."""
+    scheduled = condition(pod, "PodScheduled")
+    return (
+        dig(pod, "status", "phase") == "Pending"
+        and scheduled.get("status") == "False"
+        and words in (scheduled.get("message") or "")
+    )
+
+
+def advertised(node: Obj | None, resource: str) -> tuple[Any, Any]:
+    """(capacity, allocatable) of ``resource`` in a node's status, as strings or None."""
+    return dig(node, "status", "capacity", resource), dig(node, "status", "allocatable", resource)
+
+
+def expect_advertises(live: LiveCluster, node_name: str, resource: str, amount: str) -> dict[str, Any]:
+    """The node advertises ``amount`` of ``resource`` in both capacity and allocatable, as a device plugin would."""
+    __tracebackhide__ = True
+    node = live.get("Node", node_name)
+    expect(node, f"The node {node_name} is not in the cluster.")
+    capacity, allocatable = advertised(node, resource)
+    if capacity is None and allocatable is None:
+        fail(
+            f"{node_name} does not advertise {resource}.",
+            hint=f"Node status is a separate subresource: a plain patch is ignored. Use kubectl patch node {node_name} --subresource=status.",
+        )
+    expect(
+        capacity == amount and allocatable == amount,
+        f'{node_name} should advertise {resource} "{amount}" in both capacity and allocatable, '
+        f"found capacity {shown(capacity)}, allocatable {shown(allocatable)}.",
+        hint="The scheduler looks at allocatable; fill in both." if capacity != allocatable else None,
+        detail=dig(node, "status"),
+    )
+    return dict(node or {})
