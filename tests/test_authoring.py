@@ -3,7 +3,6 @@ copied outside the checkout as a course author would keep it, comes up with its 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from grading import json_report
 
 from pytest_gpulab.kwok import KwokCluster
 from pytest_gpulab.labs import discover
@@ -39,20 +39,7 @@ def course(tmp_path: Path) -> Path:
 
 
 def grade(pytester: pytest.Pytester, course: Path, root: Path, cluster: KwokCluster) -> dict:
-    report = pytester.path / "report.json"
-    pytester.runpytest_subprocess(
-        f"--lab-dir={course}",
-        "--lab",
-        "gpuquota",
-        f"--lab-root={root}",
-        "--kubeconfig",
-        str(cluster.kubeconfig),
-        "--json-report",
-        f"--json-report-file={report}",
-        "-p",
-        "no:cacheprovider",
-    )
-    return json.loads(report.read_text())
+    return json_report(pytester, "gpuquota", root, cluster, f"--lab-dir={course}")
 
 
 def test_a_lab_made_only_of_files_is_brought_up_with_its_topology_and_graded(pytester, course, tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ import pytest
 from gpuop_causes import CAUSES
 from gpuop_traps import TRAPS
 from gpuop_variants import FORMS, Variant, copy_root
+from grading import json_report
 
 from pytest_gpulab.kwok import KwokCluster
 from pytest_gpulab.labs import discover
@@ -49,23 +49,8 @@ def solve(cluster: KwokCluster, root: Path, *steps: int) -> None:
 
 def grade(pytester: pytest.Pytester, root: Path, cluster: KwokCluster, *args: str) -> dict[int, StepResult]:
     """Run `pytest --lab gpuop` in a subprocess; the per-step outcome, learner message and metadata."""
-    report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "--lab",
-        "gpuop",
-        "--lab-root",
-        str(root),
-        "--kubeconfig",
-        str(cluster.kubeconfig),
-        "--json-report",
-        f"--json-report-file={report}",
-        "-p",
-        "no:cacheprovider",
-        *args,
-    )
-    assert result.ret in (0, 1), result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
     steps: dict[int, StepResult] = {}
-    for test in json.loads(report.read_text())["tests"]:
+    for test in json_report(pytester, "gpuop", root, cluster, *args)["tests"]:
         step = steps.setdefault(test["metadata"]["step"], StepResult())
         step.checks.append(test["metadata"])
         failed_stage = next((test[s] for s in ("setup", "call") if s in test and test[s]["outcome"] != "passed"), None)
