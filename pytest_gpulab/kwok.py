@@ -208,6 +208,11 @@ class KwokCluster:
     def _kwokctl_delete(self, *, check: bool) -> None:
         if self.workdir is None or not self.cluster_dir.exists():
             return
+        if "kwokctl" in toolchain.missing_binaries(self.bin_dir):
+            raise KwokClusterError(
+                f"kwokctl is not in {self.bin_dir}, so the cluster in {self.cluster_dir} cannot be stopped. "
+                "Build the binaries with `gpulab build` (or set GPULAB_BIN_DIR), then try again."
+            )
         # kwokctl refuses an empty --kubeconfig here; a path of our own keeps ~/.kube/config untouched.
         try:
             result = subprocess.run(

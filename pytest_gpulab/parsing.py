@@ -241,7 +241,7 @@ def read_amount_table(path: Path, display: str | None = None) -> dict[str, list[
     display = display or str(path)
     amounts: dict[str, list[int | str]] = {}
     for index, row in enumerate(parse_table(read_text(path, display))):
-        name = row[0].rstrip(":").removeprefix("node/")
+        name = row[0].rstrip(":").strip("\"'").removeprefix("node/")
         cells = row[1:] or [""]
         if (
             index == 0

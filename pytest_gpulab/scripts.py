@@ -29,8 +29,25 @@ def path_without(command: str, path: str) -> str:
     return os.pathsep.join(kept)
 
 
+def _bash_ran_another_language(result: ScriptResult) -> str | None:
+    """The #! interpreter bash ignored, when a script without the exec bit is not a shell script."""
+    if not result.ran_with_bash or len(result.command) < 2:
+        return None
+    try:
+        with open(result.command[1], "rb") as handle:
+            first = handle.readline(256).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    shells = ("sh", "bash", "dash", "ksh", "zsh")
+    interpreter = first[2:].split()[-1] if first.startswith("#!") and first[2:].split() else None
+    return interpreter if interpreter and os.path.basename(interpreter) not in shells else None
+
+
 def said(result: ScriptResult) -> str:
-    """What a script printed on stderr, for the learner: its first line, or a Python error's last line."""
+    """What a script printed on stderr, for the learner: its first line, or a Python error's last line;
+    and why, when bash ran a script of another language because it was not executable."""
+    if interpreter := _bash_ran_another_language(result):
+        return f" (it is not executable, so the grader ran it with bash, not with {interpreter}: chmod +x it)"
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
     if not lines:
         return ""

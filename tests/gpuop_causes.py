@@ -3,7 +3,7 @@ the learner's work actually has (and, where a wrong cause was once given, not th
 
 from __future__ import annotations
 
-from gpuop_variants import CRI, DROPIN, MAIN, Variant, replace, write
+from gpuop_variants import CRI, DROPIN, MAIN, PYTHON_CHECKER, Variant, replace, write
 
 RUNC_OPTIONS = f"\n[{CRI}.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n"
 DROPIN_BINARY_BESIDE_OPTIONS = f"""[{CRI}.containerd.runtimes.nvidia]
@@ -15,6 +15,12 @@ DROPIN_BINARY_BESIDE_OPTIONS = f"""[{CRI}.containerd.runtimes.nvidia]
 """
 
 CAUSES = [
+    Variant(
+        "python-checker-without-exec-bit",
+        write("bin/check-runtime.sh", PYTHON_CHECKER, 0o644),
+        4,
+        ("it is not executable, so the grader ran it with bash, not with python3: chmod +x it",),
+    ),
     Variant("version-float", replace(MAIN, "version = 2", "version = 2.0"), 1, ("a float, not an integer",)),
     Variant(
         "systemdcgroup-beside-options",

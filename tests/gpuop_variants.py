@@ -82,6 +82,19 @@ CRUN_TABLE = (
 
 FORMS = [
     Variant(
+        "checker-default-value-expansion",
+        write(
+            "bin/check-runtime.sh",
+            '#!/bin/bash\nCONTAINERD=${CONTAINERD:-containerd}\ndump=$("$CONTAINERD" config dump) || exit 1\n'
+            "[[ $dump == *containerd.runtimes.nvidia* ]]\n",
+            0o755,
+        ),
+    ),
+    Variant(
+        "node-gpu-quoted-csv",
+        write("out/node-gpu.txt", '"NAME","GPU"\n"lab-node-0","4"\n"lab-node-1","0"\n\'lab-node-2\',0\n'),
+    ),
+    Variant(
         "extra-runtime-judged-from-the-files",
         combine(
             lambda root: (root / MAIN).write_text((root / MAIN).read_text() + CRUN_TABLE),

@@ -46,3 +46,10 @@ def test_start_that_times_out_says_so_and_leaves_nothing_running(tmp_path):
     with pytest.raises(KwokClusterError, match=r"did not (answer /readyz|become ready) within 2s"):
         cluster.start()
     assert wait_until(lambda: not processes_mentioning(str(workdir)), 10), processes_mentioning(str(workdir))
+
+
+def test_stopping_without_kwokctl_says_what_to_run(tmp_path):
+    cluster = KwokCluster("tests-nobinaries", bin_dir=tmp_path / "bin", workdir=tmp_path / "kwok")
+    cluster.cluster_dir.mkdir(parents=True)
+    with pytest.raises(KwokClusterError, match=r"kwokctl is not in .*gpulab build"):
+        cluster.stop()

@@ -43,10 +43,7 @@ def test_reads_the_dump_not_the_files(learner):
             f"{SCRIPT} calls containerd by an absolute path ({absolute.group(1)}).",
             hint="Call plain `containerd` so it is found on PATH, where the grader puts its fake daemon.",
         )
-    expect(
-        re.search(r"(?<![\w/.-])containerd(?![\w.-])", code),
-        f"{SCRIPT} never calls containerd; it should run `containerd config dump`.",
-    )
+    # Whether it calls containerd at all is for the runs to show: the fake sees every call made through PATH.
 
 
 def test_exits_0_when_nvidia_is_loaded(runs, learner, feedback):
@@ -88,7 +85,7 @@ def test_asks_containerd_config_dump(runs):
     asked = [runs.run(dump=dump) for dump in (WITH_NVIDIA, WITHOUT_NVIDIA)]
     expect(
         all(run.asked_for_config_dump() for run in asked),
-        f"{SCRIPT} did not run `containerd config dump`; it must judge by what the daemon loaded.",
+        f"{SCRIPT} did not run `containerd config dump`{said(asked[0].result)}; it must judge by what the daemon loaded.",
         detail={"calls": [run.containerd.calls() for run in asked]},
     )
 
