@@ -6,11 +6,11 @@ written), shared by the labs' graders so a step module says only what it checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .feedback import expect, fail, shown
+from .feedback import expect, fail, listed, shown
 from .live import LiveCluster, owned_by
 from .parsing import dig, quantity_bytes
 
@@ -29,10 +29,12 @@ def request(obj: Obj | None, resource: str, kind: str = "requests") -> Any:
 
 
 def image_and_memory(obj: Obj | None) -> tuple[str | None, float | None]:
-    """(image tag, memory request in bytes) of the first container: what tells two specs of one workload apart."""
+    """(image, memory request in bytes) of the first container: what tells two specs of one workload apart.
+
+    ``obj`` is a Pod, a workload, or a ControllerRevision's ``data``.
+    """
     image = dig(containers(obj), 0, "image")
-    tag = image.rsplit(":", 1)[-1] if isinstance(image, str) and ":" in image.rsplit("/", 1)[-1] else image
-    return tag, quantity_bytes(request(obj, "memory"))
+    return image if isinstance(image, str) else None, quantity_bytes(request(obj, "memory"))
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,23 @@ def advertised(node: Obj | None, resource: str) -> tuple[Any, Any]:
     return dig(node, "status", "capacity", resource), dig(node, "status", "allocatable", resource)
 
 
-def expect_advertises(live: LiveCluster, node_name: str, resource: str, amount: str) -> dict[str, Any]:
-    """The node advertises ``amount`` of ``resource`` in both capacity and allocatable, as a device plugin would."""
+def expect_advertises(
+    live: LiveCluster, node_name: str, resource: str, amount: str, others: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The node advertises ``amount`` of ``resource`` in both capacity and allocatable, as a device plugin would.
+
+    ``others`` are the nodes that must not: one of them advertising ``amount`` instead names the node mixed up.
+    """
     __tracebackhide__ = True
     node = live.get("Node", node_name)
     expect(node, f"The node {node_name} is not in the cluster.")
     capacity, allocatable = advertised(node, resource)
     if capacity is None and allocatable is None:
+        instead = [other for other in others if amount in advertised(live.get("Node", other), resource)]
+        expect(
+            not instead,
+            f'{node_name} does not advertise {resource}, but {listed(instead)} advertises "{amount}": patch {node_name}\'s status.',
+        )
         fail(
             f"{node_name} does not advertise {resource}.",
             hint=f"Node status is a separate subresource: a plain patch is ignored. Use kubectl patch node {node_name} --subresource=status.",
@@ -107,7 +119,14 @@ def expect_advertises(live: LiveCluster, node_name: str, resource: str, amount: 
         capacity == amount and allocatable == amount,
         f'{node_name} should advertise {resource} "{amount}" in both capacity and allocatable, '
         f"found capacity {shown(capacity)}, allocatable {shown(allocatable)}.",
-        hint="The scheduler looks at allocatable; fill in both." if capacity != allocatable else None,
+        hint="The scheduler looks at allocatable; fill in both." if None in (capacity, allocatable) else None,
         detail=dig(node, "status"),
     )
     return dict(node or {})
+
+
+def expect_advertises_none(live: LiveCluster, node_names: Sequence[str], resource: str, amount: str) -> None:
+    """None of these nodes advertises ``amount`` of ``resource``: the lab changed other nodes only."""
+    __tracebackhide__ = True
+    wrong = [name for name in node_names if amount in advertised(live.get("Node", name), resource)]
+    expect(not wrong, f'{listed(wrong)} also advertises {resource} "{amount}"; only the node the step names should.')

@@ -64,9 +64,12 @@ class LearnerFile:
     def object(self, kind: str, name: str) -> dict[str, Any]:
         """The object of ``kind`` named ``name`` in the file; a failure saying so when it is not there."""
         __tracebackhide__ = True
-        found = parsing.find_object(self.objects(), kind, name)
+        objects = self.objects()
+        found = parsing.find_object(objects, kind, name)
         if found is None:
             fail(f"{self}: no {kind} named {name}.")
+        if sum(parsing.find_object([obj], kind, name) is not None for obj in objects) > 1:
+            fail(f"{self} defines the {kind} {name} more than once; applied, the last one wins. Keep one.")
         return found
 
     def key_values(self, *required: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ is missing because the apply failed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from .feedback import StepFailed, fail
 from .learner import LearnerFile
@@ -27,10 +27,28 @@ def _checked(check: Check, obj: dict[str, Any], before: str, after: str = "") ->
         raise StepFailed(f"{before}{error.message}{after}", hint=error.hint, detail=error.detail or obj) from None
 
 
+IMMUTABLE = {"Pod": "a Pod's spec", "RuntimeClass": "a RuntimeClass's handler"}  # what `kubectl apply` cannot change
+
+
 def _reapply(kind: str, file: LearnerFile) -> str:
-    if kind == "Pod":
-        return f" {file} is right: a Pod's spec cannot change in place, so delete the Pod and apply the file again."
+    if kind in IMMUTABLE:
+        return f" {file} is right: {IMMUTABLE[kind]} cannot change in place, so delete the {kind} and apply the file again."
     return f" {file} is right: apply it again (kubectl apply -f {file})."
+
+
+def not_applied(live: LiveCluster, file: LearnerFile, kind: str, name: str, written: dict[str, Any]) -> NoReturn:
+    """The object is not in the cluster: why the API server refuses the file, if it does."""
+    __tracebackhide__ = True
+    refusal = live.refusal(written)
+    if refusal:
+        fail(
+            f"The {kind} {name} is not in the cluster: the API server refuses {file} ({refusal}).",
+            hint=f"Fix the file, then apply it: kubectl apply -f {file}.",
+            detail={"written": written},
+        )
+    fail(
+        f"The {kind} {name} is not in the cluster; apply {file} (kubectl apply -f {file}).", detail={"written": written}
+    )
 
 
 def written_and_applied(file: LearnerFile, live: LiveCluster, kind: str, name: str, check: Check) -> dict[str, Any]:
@@ -45,16 +63,6 @@ def written_and_applied(file: LearnerFile, live: LiveCluster, kind: str, name: s
     _checked(check, written, f"{file}: ")
     applied = live.get(kind, bare, namespace)
     if applied is None:
-        refusal = live.refusal(written)
-        if refusal:
-            fail(
-                f"The {kind} {name} is not in the cluster: the API server refuses {file} ({refusal}).",
-                hint=f"Fix the file, then apply it: kubectl apply -f {file}.",
-                detail={"written": written},
-            )
-        fail(
-            f"The {kind} {name} is not in the cluster; apply {file} (kubectl apply -f {file}).",
-            detail={"written": written},
-        )
+        not_applied(live, file, kind, name, written)
     _checked(check, applied, f"In the cluster, the {kind} {name}: ", _reapply(kind, file))
     return applied

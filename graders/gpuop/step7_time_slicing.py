@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from pytest_gpulab.feedback import StepFailed, Words, expect, expect_value, fail, should_be
-from pytest_gpulab.kube import expect_advertises
+from pytest_gpulab.kube import expect_advertises, expect_advertises_none
 from pytest_gpulab.manifests import written_and_applied
 from pytest_gpulab.parsing import dig, parse_quantity_number, parse_yes_no
 
@@ -51,6 +51,10 @@ def check_config_map(config_map):
     expect_value(dig(config_map, "metadata", "namespace"), "gpu-operator", "the ConfigMap's namespace")
     sharing = sharing_of(config_map)
     time_slicing = dig(sharing, "sharing", "timeSlicing")
+    expect(
+        dig(time_slicing, "renameByDefault") is not True,
+        "sharing.timeSlicing.renameByDefault is true, so the device plugin would advertise nvidia.com/gpu.shared, not nvidia.com/gpu.",
+    )
     expect_value(
         dig(time_slicing, "failRequestsGreaterThanOne"),
         True,
@@ -80,8 +84,10 @@ def test_time_slicing_config(learner, live):
     )
 
 
-def test_node_advertises_slots(live):
-    expect_advertises(live, SLICED_NODE, "nvidia.com/gpu", "20")
+def test_node_advertises_slots(live, lab):
+    others = [name for name in lab.environment.node_names if name != SLICED_NODE]
+    expect_advertises(live, SLICED_NODE, "nvidia.com/gpu", "20", others=others)
+    expect_advertises_none(live, others, "nvidia.com/gpu", "20")
 
 
 def number_problem(key, written):

@@ -6,6 +6,7 @@ import pytest
 
 from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
 from pytest_gpulab.kube import Rollout, image_and_memory, pods_of, request, revisions_of, unschedulable_because
+from pytest_gpulab.manifests import not_applied
 from pytest_gpulab.parsing import dig
 
 pytestmark = pytest.mark.step(8, "Stalled DaemonSet rollout", points=15)
@@ -13,7 +14,11 @@ pytestmark = pytest.mark.step(8, "Stalled DaemonSet rollout", points=15)
 DS = "gpu-operator/nvidia-container-toolkit"
 FILE = "k8s/toolkit-ds.yaml"
 REPORT = "out/rollout.txt"
-FIRST, CHANGED = ("v1.16.2", 128 * 2**20), ("v1.17.0", 64 * 2**30)  # (image tag, memory request): applied, then changed
+IMAGE = "nvcr.io/nvidia/k8s/container-toolkit"
+FIRST, CHANGED = (
+    (f"{IMAGE}:v1.16.2", 128 * 2**20),
+    (f"{IMAGE}:v1.17.0", 64 * 2**30),
+)  # applied, then changed in one edit
 STATUS_WAIT_SECONDS = 20
 REDO = "delete the DaemonSet, apply v1.16.2/128Mi, wait until 3 are Ready, then change both at once."
 PUSHED_TOO_EARLY_HINT = (
@@ -32,11 +37,15 @@ def max_unavailable(ds):
     return dig(ds, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
 
 
-def expect_max_unavailable_1(ds, where):
-    expect(
-        str(max_unavailable(ds)) == "1",
-        should_be(f"{where}: updateStrategy.rollingUpdate.maxUnavailable", 1, max_unavailable(ds)),
-    )
+def expect_rolling_update_by_one(ds, where):
+    strategy = dig(ds, "spec", "updateStrategy", "type")
+    expect(strategy in (None, "RollingUpdate"), should_be(f"{where}: updateStrategy.type", "RollingUpdate", strategy))
+    expect_value(max_unavailable(ds), 1, f"{where}: updateStrategy.rollingUpdate.maxUnavailable")
+
+
+def half_changed(spec):
+    """A spec with only one of the two changes: the image and the memory were changed in two edits."""
+    return (spec[0] == CHANGED[0]) != (spec[1] == CHANGED[1])
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +67,21 @@ def daemonset(settled):
     return settled
 
 
-def test_daemonset_spec(learner, settled):
+def test_daemonset_spec(learner, live, settled):
     written = learner.file(FILE).object("DaemonSet", "nvidia-container-toolkit")
     expect_value(dig(written, "metadata", "namespace"), "gpu-operator", f"{FILE}: the DaemonSet's namespace")
-    expect_max_unavailable_1(written, FILE)
+    expect_rolling_update_by_one(written, FILE)
+    image, _ = image_and_memory(written)
     expect(
         image_and_memory(written) in (FIRST, CHANGED),
-        f"{FILE} should hold either the first spec (v1.16.2, 128Mi) or the changed one (v1.17.0, 64Gi); "
-        f"found image {shown(image_and_memory(written)[0])}, memory {shown(request(written, 'memory'))}.",
+        f"{FILE} should hold either the first spec ({FIRST[0]}, 128Mi) or the changed one ({CHANGED[0]}, 64Gi); "
+        f"found image {shown(image)}, memory {shown(request(written, 'memory'))}.",
     )
-    expect(settled, f"The DaemonSet {DS} is not in the cluster; apply {FILE}.")
-    expect_max_unavailable_1(settled, "In the cluster")
-    tag, memory = image_and_memory(settled)
-    expect_value(tag, CHANGED[0], "The DaemonSet's image tag in the cluster")
+    if settled is None:
+        not_applied(live, learner.file(FILE), "DaemonSet", DS, written)
+    expect_rolling_update_by_one(settled, "In the cluster")
+    image, memory = image_and_memory(settled)
+    expect_value(image, CHANGED[0], "The DaemonSet's image in the cluster")
     expect(
         memory == CHANGED[1],
         should_be("The DaemonSet's memory request in the cluster", Words("64Gi"), request(settled, "memory")),
@@ -78,7 +89,7 @@ def test_daemonset_spec(learner, settled):
 
 
 def test_rollout_stalled_on_memory(live, lab, daemonset):
-    revisions = revisions_of(live, daemonset)
+    revisions = [image_and_memory(revision.get("data")) for revision in revisions_of(live, daemonset)]
     expect(
         len(revisions) >= 2,
         f"The DaemonSet has {len(revisions)} revision(s); it should have been applied with v1.16.2/128Mi first and then changed.",
@@ -87,22 +98,23 @@ def test_rollout_stalled_on_memory(live, lab, daemonset):
     pods = pods_of(live, daemonset)
     detail = {
         "status": daemonset.get("status"),
+        "revisions": revisions,
         "pods": {dig(p, "metadata", "name"): image_and_memory(p) for p in pods},
     }
     found, wanted = Rollout.of(daemonset), stall(lab)
     if found.ready == 0 and found.updated == found.desired:
         fail(f"The rollout replaced every Pod and none is ready ({found}).", hint=PUSHED_TOO_EARLY_HINT, detail=detail)
-    expect(found == wanted, f"The rollout should stall at {wanted}; found {found}.", detail=detail)
-    not_replaced = [p for p in pods if image_and_memory(p) != CHANGED]
-    if not_replaced and all(image_and_memory(p)[0] == CHANGED[0] for p in not_replaced):
+    if any(half_changed(spec) for spec in revisions):
         fail(
-            f"The {len(not_replaced)} Pods that were not replaced already run v1.17.0 with 128Mi: the image and the memory "
-            "were changed in two edits, so the first rolled v1.17.0 out everywhere before the second stalled.",
+            "The DaemonSet had a spec with only one of the two changes: the image and the memory request were "
+            "changed in two edits, not at the same time.",
             hint=TWO_EDITS_HINT, detail=detail,
         )  # fmt: skip
-    old = [p for p in not_replaced if image_and_memory(p) == FIRST]
+    expect(found == wanted, f"The rollout should stall at {wanted}; found {found}.", detail=detail)
+    current = image_and_memory(daemonset)
+    old = [p for p in pods if image_and_memory(p) == FIRST]
     expect(len(old) == wanted.ready, f"{wanted.ready} Pods should still run v1.16.2, found {len(old)}.", detail=detail)
-    pending = [p for p in pods if image_and_memory(p) == CHANGED and unschedulable_because(p, "Insufficient memory")]
+    pending = [p for p in pods if image_and_memory(p) == current and unschedulable_because(p, "Insufficient memory")]
     expect(
         len(pending) == 1,
         f"One new Pod should be Pending with Insufficient memory; found {len(pending)}.",
