@@ -84,6 +84,11 @@ def stranded_table(document: dict[str, Any], key: str) -> str | None:
     return table_name(stranded[0][0]) if stranded and stranded[0][0] else None
 
 
+def loaded_handlers(dump: dict[str, Any]) -> set[str]:
+    """The runtime handlers a ``containerd config dump`` holds, in the version 2 or 3 layout."""
+    return defined_runtimes(dump, CRI_V2) | defined_runtimes(dump, CRI_V3_RUNTIME)
+
+
 def defined_runtimes(document: dict[str, Any], plugin: str = CRI_V2) -> set[str]:
     """Runtime names a file defines under the plugin's ``containerd.runtimes`` (empty if none)."""
     runtimes = dig(document, "plugins", plugin, "containerd", "runtimes")

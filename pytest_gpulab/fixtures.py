@@ -8,6 +8,7 @@ be overridden in a conftest.py.
 
 from __future__ import annotations
 
+import random
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ __all__ = [
     "gpulab_settings",
     "lab",
     "lab_cluster",
+    "lab_random",
     "lab_root",
     "learner",
     "learner_script",
@@ -159,6 +161,25 @@ def script_runner(
 def learner_script(script_runner: ScriptRunner, fake_containerd: FakeContainerd, tmp_path: Path) -> LearnerScripts:
     """``learner_script.run(path, *args, dump="v2-runc-nvidia")`` with this check's fake containerd first on PATH."""
     return LearnerScripts(script_runner, fake_containerd, tmp_path / "scratch")
+
+
+class LabRandom(random.Random):
+    """A check's random choices, the same for the same run seed (``--lab-seed``) and check, whatever else runs."""
+
+    def __init__(self, run_seed: int, check: str) -> None:
+        super().__init__(f"{run_seed}/{check}")
+        self.run_seed = run_seed
+
+    @property
+    def detail(self) -> dict[str, object]:
+        """For the instructor's detail: how to replay this check's choices."""
+        return {"seed": self.run_seed, "replay": f"--lab-seed={self.run_seed}"}
+
+
+@pytest.fixture
+def lab_random(gpulab_settings: RunSettings, request: pytest.FixtureRequest) -> LabRandom:
+    """Random choices a grader makes (a generated dump's missing handlers), seeded from the run's seed."""
+    return LabRandom(gpulab_settings.seed, request.node.nodeid)
 
 
 class Feedback:

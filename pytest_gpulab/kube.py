@@ -6,11 +6,11 @@ written), shared by the labs' graders so a step module says only what it checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .feedback import expect, fail, listed, shown
+from .feedback import Words, expect, expect_value, fail, listed, should_be, shown
 from .live import LiveCluster, owned_by
 from .parsing import dig, quantity_bytes
 
@@ -130,3 +130,60 @@ def expect_advertises_none(live: LiveCluster, node_names: Sequence[str], resourc
     __tracebackhide__ = True
     wrong = [name for name in node_names if amount in advertised(live.get("Node", name), resource)]
     expect(not wrong, f'{listed(wrong)} also advertises {resource} "{amount}"; only the node the step names should.')
+
+
+def _term_matches(term: Obj, labels: Mapping[str, str]) -> bool:
+    """One nodeSelectorTerm: every matchExpression holds for the node's labels."""
+    for expression in term.get("matchExpressions") or []:
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+        present = key in labels
+        held = {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }.get(str(operator), False)
+        if not held:
+            return False
+    return bool(term.get("matchExpressions"))
+
+
+def selects(pod: Obj, node: Obj | None) -> bool:
+    """Whether the Pod's nodeSelector and required node affinity allow ``node`` (by its labels)."""
+    labels = dig(node, "metadata", "labels") or {}
+    selector = dig(pod, "spec", "nodeSelector") or {}
+    if any(labels.get(key) != str(value) for key, value in selector.items()):
+        return False
+    terms = dig(
+        pod, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"
+    )
+    return not terms or any(_term_matches(term, labels) for term in terms if isinstance(term, dict))
+
+
+def pins_to(pod: Obj) -> bool:
+    """Whether the Pod restricts its nodes at all (a nodeSelector or a required node affinity)."""
+    affinity = dig(pod, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+    return bool(dig(pod, "spec", "nodeSelector") or affinity)
+
+
+def handlers_of(runtimeclasses: list[dict[str, Any]]) -> set[str]:
+    """The handlers a set of RuntimeClasses asks the nodes' runtimes for."""
+    return {handler for rc in runtimeclasses if isinstance(handler := rc.get("handler"), str) and handler}
+
+
+def check_runtimeclass(handler: str | None = None) -> Callable[[dict[str, Any]], None]:
+    """A check for a RuntimeClass manifest (node.k8s.io/v1, a top-level handler), and its handler if given."""
+
+    def check(runtimeclass: dict[str, Any]) -> None:
+        expect_value(runtimeclass.get("apiVersion"), "node.k8s.io/v1", "the RuntimeClass apiVersion")
+        found = runtimeclass.get("handler")
+        if found is None and dig(runtimeclass, "spec", "handler") is not None:
+            fail(
+                "handler is under spec.",
+                hint="A RuntimeClass has no spec: handler is a top-level field, beside metadata.",
+            )
+        expect(isinstance(found, str) and found, should_be("the RuntimeClass handler", Words("a name"), found))
+        if handler is not None:
+            expect_value(found, handler, "the RuntimeClass handler", detail=runtimeclass)
+
+    return check

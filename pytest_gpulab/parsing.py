@@ -184,6 +184,7 @@ def parse_quantity_number(value: str, unit: str = "GiB") -> float | None:
 
 
 _QUANTITY_FACTORS = {
+    "m": 10**-3,
     "": 1,
     "k": 10**3,
     "M": 10**6,
@@ -201,11 +202,13 @@ _QUANTITY_FACTORS = {
 
 
 def quantity_bytes(value: object) -> float | None:
-    """A Kubernetes quantity (``64Gi``, ``65536Mi``, ``68719476736``) as a number; None if it is not one."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kMGTPE]i?|)", str(value).strip()) if value is not None else None
+    """A Kubernetes quantity (``64Gi``, ``65536Mi``, ``68719476736``, ``250m``) as a number; None if it is not one.
+    Rounded to nano units, so ``0.25`` and ``250m`` are the same cpu.
+    """
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kMGTPE]i?|m|)", str(value).strip()) if value is not None else None
     if not match or match.group(2) not in _QUANTITY_FACTORS:
         return None
-    return float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)]
+    return round(float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)], 9)
 
 
 _EMPTY_AMOUNTS = {"", "<none>", "none", "-", "0", "<nil>", "null"}

@@ -8,6 +8,7 @@ report's ``metadata`` of that check.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
     gpulab_settings,
     lab,
     lab_cluster,
+    lab_random,
     lab_root,
     learner,
     learner_script,
@@ -99,9 +101,11 @@ def _the_collected_lab(config: pytest.Config, items: list[pytest.Item]) -> None:
     folders = {node.path for item in items for node in item.listchain() if isinstance(node, LabFolder)}
     if settings.lab is None and len(folders) == 1:
         chosen = load_lab(folders.pop())
-        config.stash[settings_key] = settings_mod.resolve(
-            config, (chosen, settings_mod.Found(chosen.name, "the lab folder collected"))
-        )
+        sources = {**settings.sources, "lab": "the lab folder collected"}
+        if settings.lab_root is None:
+            sources["lab_root"] = f"the default of lab {chosen.name}"
+        root = settings.lab_root or chosen.default_root
+        config.stash[settings_key] = dataclasses.replace(settings, lab=chosen, lab_root=root, sources=sources)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

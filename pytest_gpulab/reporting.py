@@ -126,6 +126,7 @@ def run_summary(config: pytest.Config, settings: RunSettings) -> dict[str, Any] 
     return {
         "lab": settings.lab.name if settings.lab else None,
         "rubric_version": settings.lab.rubric_version if settings.lab else None,
+        "seed": settings.seed,
         "earned": sum(score.earned for score in steps),
         "possible": sum(score.possible for score in steps),
         "steps": [_step_summary(score, runs) for score in steps],

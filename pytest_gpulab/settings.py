@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ class Setting:
     env: str
     help: str
     metavar: str
-    ini_type: Literal["string", "paths", "float"] = "string"
+    ini_type: Literal["string", "paths", "float", "int"] = "string"
     choices: tuple[str, ...] = ()
 
     @property
@@ -85,7 +86,16 @@ SCRIPT_TIMEOUT = Setting(
     "SECONDS",
     ini_type="float",
 )
-ALL_SETTINGS = (LAB, LAB_DIR, LAB_ROOT, KUBECONFIG, LAB_CLUSTER, SCRIPT_TIMEOUT)
+SEED = Setting(
+    "seed",
+    "--lab-seed",
+    "GPULAB_SEED",
+    "Seed of the graders' random choices (e.g. which handlers a generated dump leaves out); the header and "
+    "the report show the run's seed, so a grading can be replayed (default: a new one each run).",
+    "N",
+    ini_type="int",
+)
+ALL_SETTINGS = (LAB, LAB_DIR, LAB_ROOT, KUBECONFIG, LAB_CLUSTER, SCRIPT_TIMEOUT, SEED)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -185,6 +195,7 @@ class RunSettings:
     kubeconfig: str | None  # as set; None: the `gpulab up` cluster's if there is one, else ~/.kube/config
     lab_cluster: str
     script_timeout: float
+    seed: int = 0
     sources: Mapping[str, str] = field(default_factory=dict)  # setting name -> where its value came from
 
     def header(self) -> list[str]:
@@ -199,6 +210,7 @@ class RunSettings:
             f"gpulab: lab {self.lab.name} (rubric {self.lab.rubric_version}) from {self.lab.folder} [{self.sources['lab']}]",
             f"gpulab: learner root {self.lab_root} [{self.sources['lab_root']}]",
             f"gpulab: cluster {cluster} [{self.sources.get('kubeconfig', 'default')}]",
+            f"gpulab: seed {self.seed} [{self.sources.get('seed', 'default')}] (replay with --lab-seed={self.seed})",
         ]
 
 
@@ -224,6 +236,16 @@ def _seconds(config: pytest.Config, setting: Setting, default: float) -> Found:
     return Found(seconds, found.source)
 
 
+def _seed(config: pytest.Config) -> Found:
+    found = lookup(config, SEED)
+    if found is None:
+        return Found(secrets.randbelow(10**9), "a new one for this run")
+    try:
+        return Found(int(found.value), found.source)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"{found.source} is {found.value!r}; the seed is a whole number.") from None
+
+
 def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None = None) -> RunSettings:
     """Read and validate every setting; ``lab`` is what the early hook already found."""
     chosen, lab_found = lab if lab is not None else lab_from(config)
@@ -231,13 +253,14 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
     kubeconfig = lookup(config, KUBECONFIG)
     cluster = _choice(config, LAB_CLUSTER, "existing")
     timeout = _seconds(config, SCRIPT_TIMEOUT, DEFAULT_SCRIPT_TIMEOUT)
+    seed = _seed(config)
     sources = {
+        "seed": seed.source,
         "lab": lab_found.source if lab_found else "unset",
         "lab_root": root_source,
         "kubeconfig": kubeconfig.source if kubeconfig else "default",
         "lab_cluster": cluster.source,
         "script_timeout": timeout.source,
     }
-    return RunSettings(
-        chosen, lab_root, str(kubeconfig.value) if kubeconfig else None, cluster.value, timeout.value, sources
-    )
+    kubeconfig_value = str(kubeconfig.value) if kubeconfig else None
+    return RunSettings(chosen, lab_root, kubeconfig_value, cluster.value, timeout.value, seed.value, sources)

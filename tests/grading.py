@@ -1,14 +1,19 @@
-"""Grading a lab root from a test: `pytest --lab ...` in a subprocess, its JSON report read back."""
+"""Grading a lab root from a test: `pytest --lab ...` in a subprocess, its report read back per step,
+and the four kinds of tests every lab has (reference passes, traps fail their step, forms pass)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from variants import Variant, copy_root
 
 from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.labs import discover
 
 
 def json_report(pytester: pytest.Pytester, lab: str, root: Path, cluster: KwokCluster, *args: str) -> dict[str, Any]:
@@ -20,3 +25,88 @@ def json_report(pytester: pytest.Pytester, lab: str, root: Path, cluster: KwokCl
     )  # fmt: skip
     assert result.ret in (0, 1), result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
     return json.loads(report.read_text())
+
+
+@dataclass
+class StepResult:
+    """A step over its checks: failed if any check did, with every failing check's message."""
+
+    outcome: str = "passed"
+    message: str = ""
+    checks: list[dict] = field(default_factory=list)  # each check's metadata
+
+    @property
+    def notes(self) -> list[str]:
+        return [note for check in self.checks for note in check.get("notes", [])]
+
+
+def grade(pytester: pytest.Pytester, lab: str, root: Path, cluster: KwokCluster, *args: str) -> dict[int, StepResult]:
+    """Grade ``root``: each step's outcome, its failing checks' messages and their metadata."""
+    steps: dict[int, StepResult] = {}
+    for test in json_report(pytester, lab, root, cluster, *args)["tests"]:
+        step = steps.setdefault(test["metadata"]["step"], StepResult())
+        step.checks.append(test["metadata"])
+        failed_stage = next((test[s] for s in ("setup", "call") if s in test and test[s]["outcome"] != "passed"), None)
+        if failed_stage is not None:
+            step.outcome = "failed"
+            step.message += (failed_stage.get("longrepr") or "") + "\n"
+    assert set(steps) == set(range(1, 9))
+    return steps
+
+
+def failing(steps: dict[int, StepResult]) -> dict[int, str]:
+    return {number: step.message for number, step in steps.items() if step.outcome != "passed"}
+
+
+def solve(lab: str, cluster: KwokCluster, root: Path, *steps: int) -> None:
+    """The lab's reference solution, for the given steps (all when none)."""
+    result = subprocess.run(
+        ["bash", str(discover().get(lab).reference), str(root), *map(str, steps)],
+        env=cluster.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, f"reference solution failed:\n{result.stderr[-4000:]}"
+
+
+def assert_reference_passes(pytester: pytest.Pytester, lab: str, root: Path, cluster: KwokCluster) -> None:
+    before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
+    steps = grade(pytester, lab, root, cluster)
+    assert failing(steps) == {}
+    assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before, "the grader changed the learner's files"
+    for number, step in steps.items():
+        for check in step.checks:
+            assert check["lab"] == lab and check["step"] == number and check["check"].startswith(f"{lab}.{number}.")
+            assert check["title"] and check["points"] > 0
+
+
+def assert_trap_fails_its_step(pytester, lab, reference, tmp_path: Path, variant: Variant) -> None:
+    cluster, reference_root = reference
+    root = copy_root(reference_root, tmp_path / "root")
+    variant.change(root)
+    failures = failing(grade(pytester, lab, root, cluster, *variant.grader_args))
+    assert variant.failing_step is not None and set(failures) == {variant.failing_step}, failures
+    message = failures[variant.failing_step]
+    for fragment in variant.says:
+        assert fragment in message, message
+    for fragment in variant.says_not:
+        assert fragment not in message, message
+    assert "Traceback" not in message and not any("Error" in line.split(":")[0] for line in message.splitlines())
+
+
+def assert_form_passes(pytester, lab, reference, tmp_path: Path, variant: Variant) -> None:
+    cluster, reference_root = reference
+    root = copy_root(reference_root, tmp_path / "root")
+    variant.change(root)
+    steps = grade(pytester, lab, root, cluster)
+    assert failing(steps) == {}
+    if variant.note:
+        notes = [note for step in steps.values() for note in step.notes]
+        assert any(variant.note in note for note in notes), notes
+
+
+def assert_untouched_start_fails_every_step_cleanly(pytester, lab: str, root: Path, cluster: KwokCluster) -> None:
+    start = grade(pytester, lab, root, cluster)
+    assert set(failing(start)) == set(range(1, 9))
+    for number, step in start.items():
+        failed = [check for check in step.checks if "internal_error" in check]
+        assert failed and all(check["internal_error"] is False for check in failed), (number, step.checks)
+        assert step.message and "Traceback" not in step.message, (number, step.message)

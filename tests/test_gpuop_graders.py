@@ -2,67 +2,29 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import grading
 import pytest
 from gpuop_causes import CAUSES
 from gpuop_traps import TRAPS
-from gpuop_variants import FORMS, Variant, copy_root
-from grading import json_report
+from gpuop_variants import FORMS, Variant
+from grading import StepResult, failing
 
 from pytest_gpulab.kwok import KwokCluster
-from pytest_gpulab.labs import discover
 from pytest_gpulab.waiting import wait_until
 
-SOLVE = discover().get("gpuop").reference
-ALL_STEPS = set(range(1, 9))
-
-
-@dataclass
-class StepResult:
-    """A step over its checks: failed if any check did, with every failing check's message."""
-
-    outcome: str = "passed"
-    message: str = ""
-    checks: list[dict] = field(default_factory=list)  # each check's metadata
-
-    @property
-    def notes(self) -> list[str]:
-        return [note for check in self.checks for note in check.get("notes", [])]
-
-
-def solve(cluster: KwokCluster, root: Path, *steps: int) -> None:
-    result = subprocess.run(
-        ["bash", str(SOLVE), str(root), *map(str, steps)],
-        env=cluster.environment(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, f"reference solution failed:\n{result.stderr[-4000:]}"
+LAB = "gpuop"
 
 
 def grade(pytester: pytest.Pytester, root: Path, cluster: KwokCluster, *args: str) -> dict[int, StepResult]:
-    """Run `pytest --lab gpuop` in a subprocess; the per-step outcome, learner message and metadata."""
-    steps: dict[int, StepResult] = {}
-    for test in json_report(pytester, "gpuop", root, cluster, *args)["tests"]:
-        step = steps.setdefault(test["metadata"]["step"], StepResult())
-        step.checks.append(test["metadata"])
-        failed_stage = next((test[s] for s in ("setup", "call") if s in test and test[s]["outcome"] != "passed"), None)
-        if failed_stage is not None:
-            step.outcome = "failed"
-            step.message += (failed_stage.get("longrepr") or "") + "\n"
-    assert set(steps) == ALL_STEPS
-    return steps
+    return grading.grade(pytester, LAB, root, cluster, *args)
 
 
-def failing(steps: dict[int, StepResult]) -> dict[int, str]:
-    return {number: step.message for number, step in steps.items() if step.outcome != "passed"}
+def solve(cluster: KwokCluster, root: Path, *steps: int) -> None:
+    grading.solve(LAB, cluster, root, *steps)
 
 
 @pytest.fixture(scope="module")
@@ -76,53 +38,24 @@ def reference(tmp_path_factory) -> Iterator[tuple[KwokCluster, Path]]:
 
 def test_reference_solution_passes_every_step(pytester, reference):
     cluster, root = reference
-    before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
-    steps = grade(pytester, root, cluster)
-    assert failing(steps) == {}
-    assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before, "the grader changed the learner's files"
-    for number, step in steps.items():
-        for check in step.checks:
-            assert check["lab"] == "gpuop" and check["step"] == number and check["check"].startswith(f"gpuop.{number}.")
-            assert check["title"] and check["points"] > 0
+    grading.assert_reference_passes(pytester, LAB, root, cluster)
 
 
 @pytest.mark.parametrize("variant", TRAPS + CAUSES, ids=lambda v: v.name)
 def test_trap_fails_exactly_its_step_with_its_hint(pytester, reference, tmp_path, variant: Variant):
-    cluster, reference_root = reference
-    root = copy_root(reference_root, tmp_path / "root")
-    variant.change(root)
-    failures = failing(grade(pytester, root, cluster, *variant.grader_args))
-    assert variant.failing_step is not None and set(failures) == {variant.failing_step}, failures
-    message = failures[variant.failing_step]
-    for fragment in variant.says:
-        assert fragment in message, message
-    for fragment in variant.says_not:
-        assert fragment not in message, message
-    assert "Traceback" not in message and not any("Error" in line.split(":")[0] for line in message.splitlines())
+    grading.assert_trap_fails_its_step(pytester, LAB, reference, tmp_path, variant)
 
 
 @pytest.mark.parametrize("variant", FORMS, ids=lambda v: v.name)
 def test_form_variant_passes(pytester, reference, tmp_path, variant: Variant):
-    cluster, reference_root = reference
-    root = copy_root(reference_root, tmp_path / "root")
-    variant.change(root)
-    steps = grade(pytester, root, cluster)
-    assert failing(steps) == {}
-    if variant.note:
-        notes = [note for step in steps.values() for note in step.notes]
-        assert any(variant.note in note for note in notes), notes
+    grading.assert_form_passes(pytester, LAB, reference, tmp_path, variant)
 
 
 def test_start_state_fails_every_step_then_cluster_mistakes_fail_their_steps(pytester, tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     with KwokCluster.for_lab("gpuop", name="tests-mistakes") as cluster:
-        start = grade(pytester, root, cluster)
-        assert set(failing(start)) == ALL_STEPS
-        for number, step in start.items():
-            failed = [check for check in step.checks if "internal_error" in check]
-            assert failed and all(check["internal_error"] is False for check in failed), (number, step.checks)
-            assert step.message and "Traceback" not in step.message, (number, step.message)
+        grading.assert_untouched_start_fails_every_step_cleanly(pytester, LAB, root, cluster)
 
         # Steps 1-5 and 7 done right; step 6 with a plain patch (the status subresource ignores
         # it) and step 8 with the new spec pushed before the Pods were Ready (common mistake 3).

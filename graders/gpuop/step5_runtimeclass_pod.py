@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be
-from pytest_gpulab.kube import containers
+from pytest_gpulab.feedback import Words, expect, expect_value, should_be
+from pytest_gpulab.kube import check_runtimeclass, containers
 from pytest_gpulab.manifests import written_and_applied
 from pytest_gpulab.parsing import dig, quantity_bytes
 
@@ -15,16 +15,6 @@ RUNTIMECLASS = "k8s/runtimeclass.yaml"
 POD = "k8s/gpu-pod.yaml"
 UNSCHEDULED = "out/unscheduled.txt"
 LABEL = re.compile(r"^(reason|message)(?:\s*[:=]\s*|\s+)", re.I)  # "reason: Unschedulable", "reason Unschedulable"
-
-
-def check_runtimeclass(runtimeclass):
-    expect_value(runtimeclass.get("apiVersion"), "node.k8s.io/v1", "the RuntimeClass apiVersion")
-    handler = runtimeclass.get("handler")
-    if handler is None and dig(runtimeclass, "spec", "handler") is not None:
-        fail(
-            "handler is under spec.", hint="A RuntimeClass has no spec: handler is a top-level field, beside metadata."
-        )
-    expect_value(handler, "nvidia", "the RuntimeClass handler", detail=runtimeclass)
 
 
 def gpu_limits(pod):
@@ -44,7 +34,7 @@ def check_pod(pod):
 
 
 def test_runtimeclass(learner, live, feedback):
-    written_and_applied(learner.file(RUNTIMECLASS), live, "RuntimeClass", "nvidia", check_runtimeclass)
+    written_and_applied(learner.file(RUNTIMECLASS), live, "RuntimeClass", "nvidia", check_runtimeclass("nvidia"))
     if dig(learner.file(RUNTIMECLASS).object("RuntimeClass", "nvidia"), "metadata", "namespace"):
         feedback.note(
             f"{RUNTIMECLASS} gives the RuntimeClass a namespace; a RuntimeClass is cluster-scoped, so the API server ignores it. Leave it out."

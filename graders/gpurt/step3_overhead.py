@@ -1,0 +1,110 @@
+"""Step 3: two cpu-1 nodes, and a RuntimeClass overhead that splits the same request across them."""
+
+import pytest
+
+from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
+from pytest_gpulab.kube import check_runtimeclass, condition, pins_to, request, selects, unschedulable_because
+from pytest_gpulab.manifests import written_and_applied
+from pytest_gpulab.parsing import dig, quantity_bytes
+
+pytestmark = pytest.mark.step(3, "RuntimeClass overhead splits scheduling", points=15)
+
+NODES = "k8s/node-tight.yaml"
+OVERHEAD = "k8s/overhead.yaml"
+TIGHT = {"fits": "gpu-tight-a", "over": "gpu-tight-b"}  # each Pod, and the node it is pinned to
+WAIT_SECONDS = 20
+
+
+def check_tight_node(node):
+    cpu = dig(node, "status", "allocatable", "cpu") or dig(node, "status", "capacity", "cpu")
+    expect(quantity_bytes(cpu) == 1, should_be("the node's cpu (status capacity and allocatable)", 1, cpu))
+    annotation = dig(node, "metadata", "annotations", "kwok.x-k8s.io/node")
+    expect_value(annotation, "fake", "the annotation kwok.x-k8s.io/node", why="kwok manages only nodes that carry it")
+
+
+def check_overhead(runtimeclass):
+    check_runtimeclass()(runtimeclass)
+    fixed = dig(runtimeclass, "overhead", "podFixed") or {}
+    expect(
+        quantity_bytes(fixed.get("cpu")) == 0.25 and quantity_bytes(fixed.get("memory")) == 128 * 2**20,
+        should_be("overhead.podFixed", Words("cpu 250m, memory 128Mi"), fixed or None),
+    )
+
+
+@pytest.mark.parametrize("name", sorted(TIGHT.values()))
+def test_tight_node(learner, live, name):
+    written_and_applied(learner.file(NODES), live, "Node", name, check_tight_node)
+    node = live.wait_for("Node", name, lambda n: condition(n, "Ready").get("status") == "True", WAIT_SECONDS)
+    expect(
+        condition(node, "Ready").get("status") == "True", f"The node {name} is not Ready.", detail=dig(node, "status")
+    )
+
+
+def test_overhead_runtimeclass(learner, live):
+    written_and_applied(learner.file(OVERHEAD), live, "RuntimeClass", "nvidia-overhead", check_overhead)
+
+
+def find_pod(live, name):
+    """The Pod by name, in gpu-rt first, then in any namespace."""
+    found = live.get("Pod", f"gpu-rt/{name}") or next(iter(live.list("Pod", fields=f"metadata.name={name}")), None)
+    expect(found, f"The Pod {name} is not in the cluster; apply {OVERHEAD}.")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(TIGHT))
+def test_pod_goes_through_the_scheduler(learner, live, name):
+    written = learner.file(OVERHEAD).object("Pod", name)
+    if dig(written, "spec", "nodeName"):
+        fail(
+            f"{OVERHEAD}: {name} sets spec.nodeName, which places the Pod without the scheduler, so the overhead is never weighed.",
+            hint=f"Pin it with a nodeSelector (kubernetes.io/hostname: {TIGHT[name]}) or a node affinity instead.",
+        )
+    expect(
+        pins_to(written),
+        f"{OVERHEAD}: {name} should be pinned to {TIGHT[name]} with a nodeSelector or a node affinity.",
+    )
+    for node_name in TIGHT.values():
+        allowed = selects(written, live.get("Node", node_name))
+        expect(
+            allowed == (node_name == TIGHT[name]),
+            f"{OVERHEAD}: {name}'s selector should allow {TIGHT[name]} and not the other cpu-1 node ({node_name} is {'allowed' if allowed else 'excluded'}).",
+        )
+    cpu = request(written, "cpu")
+    expect(quantity_bytes(cpu) == 0.9, should_be(f"{OVERHEAD}: {name}'s cpu request", Words("900m"), cpu))
+    expect_value(
+        dig(written, "spec", "runtimeClassName"),
+        "nvidia-overhead" if name == "over" else None,
+        f"{OVERHEAD}: {name}'s runtimeClassName",
+    )
+
+
+def test_fits_runs_on_node_a(live):
+    namespace = dig(find_pod(live, "fits"), "metadata", "namespace")
+    pod = live.wait_for("Pod", f"{namespace}/fits", lambda p: dig(p, "status", "phase") == "Running", WAIT_SECONDS)
+    expect(
+        dig(pod, "spec", "nodeName") == "gpu-tight-a" and dig(pod, "status", "phase") == "Running",
+        f"fits should run on gpu-tight-a, found node {shown(dig(pod, 'spec', 'nodeName'))}, phase {shown(dig(pod, 'status', 'phase'))}.",
+        detail=dig(pod, "status"),
+    )
+
+
+def test_over_waits_on_its_overhead(live):
+    namespace = dig(find_pod(live, "over"), "metadata", "namespace")
+    pod = live.wait_for(
+        "Pod", f"{namespace}/over", lambda p: unschedulable_because(p, "Insufficient cpu"), WAIT_SECONDS
+    )
+    overhead = dig(pod, "spec", "overhead") or {}
+    expect(
+        quantity_bytes(overhead.get("cpu")) == 0.25 and quantity_bytes(overhead.get("memory")) == 128 * 2**20,
+        should_be(
+            "over's spec.overhead, which the API server fills in from its RuntimeClass",
+            Words("cpu 250m, memory 128Mi"),
+            overhead or None,
+        ),
+    )
+    expect(
+        unschedulable_because(pod, "Insufficient cpu"),
+        f"over should stay Pending with Insufficient cpu (900m + 250m overhead > 1 cpu), found phase {shown(dig(pod, 'status', 'phase'))}, "
+        f"node {shown(dig(pod, 'spec', 'nodeName'))}.",
+        detail=dig(pod, "status"),
+    )

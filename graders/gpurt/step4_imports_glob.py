@@ -1,0 +1,75 @@
+"""Step 4: an imports glob that silently matches nothing."""
+
+import pytest
+
+from pytest_gpulab.containerd_toml import cri_containerd, glob_matches, imports_of, runtime_table
+from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
+from pytest_gpulab.parsing import parse_yes_no
+
+pytestmark = pytest.mark.step(4, "An imports glob that catches nothing", points=15)
+
+MAIN = "etc/config.toml"
+DROPIN = "etc/conf.d/99-nvidia.toml"
+REPORT = "out/imports.txt"
+
+
+def matched(learner, lab, glob):
+    """What a glob of etc/config.toml catches, resolved as containerd does: relative to etc/,
+    with /etc/containerd (or the lab's own etc/) standing for etc/."""
+    etc = learner.file("etc").path
+    own = f"{lab.default_root}/etc"
+    glob = "/etc/containerd" + glob[len(own) :] if glob.startswith(own + "/") else glob
+    return glob_matches(glob, etc)
+
+
+def test_main_config(learner):
+    config = learner.file(MAIN).toml()
+    expect_value(config.get("version"), 2, f"{MAIN}: version at the top level")
+    expect_value(cri_containerd(config, MAIN).get("default_runtime_name"), "runc", f"{MAIN}: default_runtime_name")
+    runtime_table(config, MAIN, "runc")
+
+
+def test_dropin_defines_nvidia(learner):
+    runtime_table(learner.file(DROPIN).toml(), DROPIN, "nvidia")
+
+
+def test_glob_misses_the_dropin(learner, lab):
+    globs = imports_of(learner.file(MAIN).toml())
+    expect(
+        globs, should_be(f"{MAIN}: imports", Words("an array with a glob"), learner.file(MAIN).toml().get("imports"))
+    )
+    dropin = learner.file(DROPIN).path.resolve()
+    catching = [glob for glob in globs if dropin in {path.resolve() for path in matched(learner, lab, glob)}]
+    if catching:
+        fail(
+            f"{MAIN}'s imports glob {shown(catching[0])} does match {DROPIN}, so this node would load the drop-in.",
+            hint="This step reproduces the accident: write a glob that misses the file's name, e.g. *.conf for a .toml drop-in.",
+        )
+
+
+def test_report(learner, lab):
+    values = learner.file(REPORT).key_values("GLOB", "MATCHED", "DROPIN_EXISTS", "LOADED_NVIDIA")
+    globs = imports_of(learner.file(MAIN).toml())
+    wrong = []
+    if values["GLOB"] not in globs:
+        wrong.append(
+            should_be(
+                "GLOB", Words(f"the glob exactly as {MAIN} writes it ({', '.join(globs) or 'none'})"), values["GLOB"]
+            )
+        )
+    count = len(matched(learner, lab, values["GLOB"])) if values["GLOB"] in globs else None
+    if values["MATCHED"].strip() != "0" or count not in (None, 0):
+        wrong.append(
+            should_be(
+                "MATCHED", Words(f"{count if count is not None else 0}, what the glob catches"), values["MATCHED"]
+            )
+        )
+    if parse_yes_no(values["DROPIN_EXISTS"]) is not True:
+        wrong.append(should_be("DROPIN_EXISTS", Words("yes"), values["DROPIN_EXISTS"]))
+    if parse_yes_no(values["LOADED_NVIDIA"]) is not False:
+        wrong.append(
+            should_be(
+                "LOADED_NVIDIA", Words("no"), values["LOADED_NVIDIA"], why="a drop-in nobody imports is never loaded"
+            )
+        )
+    expect(not wrong, f"{REPORT}: " + " ".join(wrong), detail=values)

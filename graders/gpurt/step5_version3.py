@@ -1,0 +1,69 @@
+"""Step 5: the same configuration in containerd 2.x's version 3, under the renamed plugin."""
+
+import pytest
+
+from pytest_gpulab.containerd_toml import (
+    CRI_V2,
+    CRI_V3_RUNTIME,
+    cri_containerd,
+    find_key,
+    glob_matches,
+    imports_of,
+    runtime_option,
+    runtime_table,
+    table_name,
+)
+from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
+
+pytestmark = pytest.mark.step(5, "The version 3 configuration", points=10)
+
+V3 = "etc/config-v3.toml"
+DROPIN = "etc/conf.d/99-nvidia.toml"
+RUNTIME_SETTINGS = ("runtimes", "default_runtime_name")
+NVIDIA = table_name(("plugins", CRI_V3_RUNTIME, "containerd", "runtimes", "nvidia"))
+
+
+@pytest.fixture(scope="module")
+def config(learner):
+    return learner.file(V3).toml()
+
+
+def test_version_3(config):
+    expect_value(config.get("version"), 3, f"{V3}: version at the top level")
+
+
+def test_runtimes_under_the_renamed_plugin(config):
+    expect_value(
+        cri_containerd(config, V3, CRI_V3_RUNTIME).get("default_runtime_name"),
+        "runc",
+        f'{V3}: default_runtime_name under [plugins."{CRI_V3_RUNTIME}".containerd]',
+    )
+    runtime_table(config, V3, "runc", CRI_V3_RUNTIME)
+    binary = runtime_option(runtime_table(config, V3, "nvidia", CRI_V3_RUNTIME), "BinaryName", V3, NVIDIA)
+    expect(
+        isinstance(binary, str) and binary,
+        should_be(f"{V3}: options.BinaryName of the nvidia runtime", Words("the nvidia runtime's path"), binary),
+    )
+
+
+def test_no_runtime_settings_left_in_the_grpc_plugin(config):
+    grpc = (config.get("plugins") or {}).get(CRI_V2)
+    left = (
+        [".".join((*path, key)) for key in RUNTIME_SETTINGS for path, _ in find_key(grpc, key)]
+        if isinstance(grpc, dict)
+        else []
+    )
+    if left:
+        fail(
+            f'{V3} still has {left[0]} under [plugins."{CRI_V2}"], which version 3 silently ignores.',
+            hint=f'In version 3 that plugin keeps only server settings (stream_server_address and the like); runtime settings go under plugins."{CRI_V3_RUNTIME}".',
+        )
+
+
+def test_imports_the_dropin(learner, config):
+    dropin = learner.file(DROPIN).path.resolve()
+    globs = imports_of(config)
+    expect(
+        any(dropin in {p.resolve() for p in glob_matches(glob, learner.file("etc").path)} for glob in globs),
+        f"{V3}'s imports {shown(globs)} should catch {DROPIN} this time.",
+    )

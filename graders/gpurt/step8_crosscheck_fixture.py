@@ -1,0 +1,50 @@
+"""Step 8: a dump where only some handlers were loaded, and the checker's saved verdict on it."""
+
+import pytest
+
+from pytest_gpulab.containerd_toml import loaded_handlers
+from pytest_gpulab.feedback import expect, listed
+from pytest_gpulab.kube import handlers_of
+
+pytestmark = pytest.mark.step(8, "The checker on a partly loaded dump", points=10)
+
+FIXTURE = "fixtures/dump-node1.toml"
+OUTPUT = "out/crosscheck.txt"
+
+
+@pytest.fixture(scope="module")
+def required(lab_cluster):
+    handlers = handlers_of(lab_cluster.live_or_fail().list("RuntimeClass"))
+    expect(handlers - {"runc"}, "The cluster has no RuntimeClass to check against; step 1 creates them.")
+    return handlers
+
+
+@pytest.fixture(scope="module")
+def loaded(learner):
+    return loaded_handlers(learner.file(FIXTURE).toml())
+
+
+def test_fixture_is_a_partly_loaded_dump(loaded, required):
+    expect(
+        "runc" in loaded,
+        f"{FIXTURE} should load runc, as every node does; it loads {listed(sorted(loaded)) or 'no runtime'}.",
+    )
+    expect(
+        loaded & required - {"runc"},
+        f"{FIXTURE} loads none of the handlers the cluster's RuntimeClasses ask for ({listed(sorted(required))}); "
+        "a partly loaded node has some of them.",
+    )
+    expect(
+        required - loaded,
+        f"{FIXTURE} loads every handler the cluster asks for, so there is no mismatch to find; leave at least one out.",
+    )
+
+
+def test_saved_verdict(learner, loaded, required):
+    lines = [line.strip() for line in learner.file(OUTPUT).text().splitlines() if line.strip()]
+    expected = sorted(f"MISSING={handler}" for handler in required - loaded)
+    expect(
+        sorted(lines) == expected,
+        f"{OUTPUT} should hold exactly {listed(expected)} (what {FIXTURE} lacks of the cluster's handlers); found {listed(lines) or 'nothing'}.",
+        detail={"required": sorted(required), "loaded": sorted(loaded)},
+    )
