@@ -45,6 +45,11 @@ class LearnerFile:
         __tracebackhide__ = True
         return parsing.first_lines(self.text(), count)
 
+    def code(self) -> str:
+        """A script's text without its comments: what it does, not what it says about itself."""
+        __tracebackhide__ = True
+        return parsing.without_comments(self.text())
+
     def toml(self) -> dict[str, Any]:
         __tracebackhide__ = True
         return parsing.load_toml(self.path, self.relative)

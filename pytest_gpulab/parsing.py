@@ -284,3 +284,8 @@ __all__ = [
     "read_text",
     "split_list",
 ]
+
+
+def without_comments(text: str) -> str:
+    """Shell (or Python) text with comments removed: a ``#`` that starts a word starts a comment."""
+    return "\n".join(re.sub(r"(^|\s)#.*$", r"\1", line) for line in text.splitlines())

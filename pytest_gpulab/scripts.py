@@ -76,14 +76,14 @@ class ScriptRunner:
         self._counter = itertools.count(1)
 
     def _environment(
-        self, fake: FakeContainerd, *, cluster: bool, containerd: bool
+        self, fake: FakeContainerd, *, cluster: bool, containerd: bool, kubeconfig: str | None = None
     ) -> tuple[list[Path], dict[str, str]]:
         prefix: list[Path] = [fake.bin_dir] if containerd else []
         extra: dict[str, str] = {}
         if not containerd:
             extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
         if cluster:
-            if kubeconfig := self._kubeconfig():
+            if kubeconfig := kubeconfig or self._kubeconfig():
                 extra["KUBECONFIG"] = kubeconfig
             prefix.append(toolchain.bin_dir())
         return prefix, extra
@@ -98,8 +98,11 @@ class ScriptRunner:
         containerd: bool = True,
         fake: FakeContainerd | None = None,
         scratch: Path | None = None,
+        kubeconfig: str | None = None,
     ) -> LearnerRun:
-        """Run ``script``: ``dump`` names a shipped dump, ``dump_text`` is one the grader generated."""
+        """Run ``script``: ``dump`` names a shipped dump, ``dump_text`` is one the grader generated;
+        ``kubeconfig`` shows a ``cluster`` script another view of the cluster than the lab's own
+        (a :class:`pytest_gpulab.clusterview.DoctoredView`)."""
         __tracebackhide__ = True
         path = script.path if isinstance(script, LearnerFile) else Path(script)
         if not path.is_file():
@@ -116,7 +119,7 @@ class ScriptRunner:
             fake.serve_text(dump_text)
         scratch = scratch or run_dir / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
-        prefix, extra = self._environment(fake, cluster=cluster, containerd=containerd)
+        prefix, extra = self._environment(fake, cluster=cluster, containerd=containerd, kubeconfig=kubeconfig)
         return LearnerRun(
             run_script(path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout), fake
         )

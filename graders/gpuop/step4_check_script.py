@@ -21,18 +21,13 @@ NO_NVIDIA_AT_ALL = "v2-runc-only"
 FILES_HINT = "A file is what was written, not what was loaded: judge by the output of `containerd config dump` alone."
 
 
-def code_without_comments(text):
-    """Shell text with comments removed (a # that starts a word starts a comment)."""
-    return "\n".join(re.sub(r"(^|\s)#.*$", r"\1", line) for line in text.splitlines())
-
-
 @pytest.fixture(scope="module")
 def runs(script_runner, learner):
     return script_runner.runs_of(learner.file(SCRIPT))
 
 
 def test_reads_the_dump_not_the_files(learner):
-    code = code_without_comments(learner.file(SCRIPT).text())
+    code = learner.file(SCRIPT).code()
     if "/etc/containerd/config.toml" in code:
         fail(f"{SCRIPT} names /etc/containerd/config.toml.", hint=FILES_HINT)
     # Built up in pieces (a variable, a path join) or through the drop-ins, it is the same reading.

@@ -6,19 +6,16 @@ all handlers loaded, a random subset missing (seeded: the detail says how to rep
 with no argument, the fake containerd serving the dump.
 """
 
-import re
-
 import pytest
 
 from pytest_gpulab.containerd import generate_dump
 from pytest_gpulab.feedback import expect, listed
 from pytest_gpulab.kube import handlers_of
-from pytest_gpulab.scripts import said
+from pytest_gpulab.verdicts import expect_verdict
 
 pytestmark = pytest.mark.step(6, "rc-crosscheck.sh cross-checks the cluster and the dump", points=20)
 
 SCRIPT = "bin/rc-crosscheck.sh"
-MISSING = re.compile(r"^MISSING=(.+)$")
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +31,6 @@ def dumps(tmp_path_factory):
     return tmp_path_factory.mktemp("dumps")
 
 
-def verdict(result):
-    """(MISSING handlers printed, whether it printed OK) from the script's standard output."""
-    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
-    return sorted(m.group(1).strip() for line in lines if (m := MISSING.match(line))), "OK" in lines
-
-
 def run_on(script_runner, learner, dumps, loaded, version, *, as_argument=True):
     text = generate_dump(loaded, version)
     path = dumps / f"dump-v{version}-{len(list(dumps.iterdir()))}.toml"
@@ -48,29 +39,17 @@ def run_on(script_runner, learner, dumps, loaded, version, *, as_argument=True):
     return script_runner.run(learner.file(SCRIPT), *args, dump_text=None if as_argument else text, cluster=True)
 
 
-def expect_verdict(run, missing, version, detail):
+def expect_crosscheck(run, missing, version, detail):
     __tracebackhide__ = True
-    printed, ok = verdict(run.result)
-    given = f"Given a version-{version} dump missing {listed(missing) or 'nothing'}"
-    if missing:
-        expect(
-            printed == sorted(missing) and run.result.exit_code == 1,
-            f"{given}, {SCRIPT} {run.result.describe()}{said(run.result)} and printed "
-            f"{listed(f'MISSING={h}' for h in printed) or 'no MISSING line'}; it should print one MISSING= line for each missing handler and exit 1.",
-            detail={**detail, "stdout": run.result.stdout, "stderr": run.result.stderr},
-        )
-    else:
-        expect(
-            ok and not printed and run.result.exit_code == 0,
-            f"{given}, {SCRIPT} {run.result.describe()}{said(run.result)}; it should print OK and exit 0.",
-            detail={**detail, "stdout": run.result.stdout, "stderr": run.result.stderr},
-        )
+    given = f"Given a version-{version} dump missing {listed(sorted(missing)) or 'nothing'}"
+    expected = {f"MISSING={handler}" for handler in missing}
+    expect_verdict(run.result, SCRIPT, given, expected, prefix="MISSING", detail=detail)
 
 
 @pytest.mark.parametrize("version", [2, 3])
 def test_ok_when_every_handler_is_loaded(script_runner, learner, dumps, required, version):
     run = run_on(script_runner, learner, dumps, required | {"runc"}, version)
-    expect_verdict(run, set(), version, {"required": sorted(required)})
+    expect_crosscheck(run, set(), version, {"required": sorted(required)})
 
 
 @pytest.mark.parametrize("version", [2, 3])
@@ -78,7 +57,7 @@ def test_names_each_missing_handler(script_runner, learner, dumps, required, lab
     candidates = sorted(required - {"runc"})
     missing = set(lab_random.sample(candidates, lab_random.randint(1, len(candidates))))
     run = run_on(script_runner, learner, dumps, (required - missing) | {"runc"}, version)
-    expect_verdict(
+    expect_crosscheck(
         run, missing, version, {"required": sorted(required), "missing": sorted(missing), **lab_random.detail}
     )
 
@@ -88,7 +67,7 @@ def test_reads_containerd_config_dump_without_an_argument(script_runner, learner
     missing = {lab_random.choice(candidates)}
     version = lab_random.choice([2, 3])
     run = run_on(script_runner, learner, dumps, (required - missing) | {"runc"}, version, as_argument=False)
-    expect_verdict(
+    expect_crosscheck(
         run, missing, version, {"required": sorted(required), "missing": sorted(missing), **lab_random.detail}
     )
     expect(

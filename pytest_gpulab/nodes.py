@@ -1,0 +1,93 @@
+"""Nodes as an operator reads them: taints and tolerations, readiness and cordons, and which
+nodes a DaemonSet should cover against the Pods it really has there.
+
+Plain functions over the dicts the API server returns, so a grader can compute the truth a
+learner's checker must find. Usable without pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+from .kube import condition
+from .live import LiveCluster
+from .parsing import dig
+
+Obj = Mapping[str, Any]
+SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"  # taints the cluster itself sets (unschedulable, not-ready, ...)
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def name_of(obj: Obj | None) -> str:
+    return str(dig(obj, "metadata", "name") or "")
+
+
+def taints(node: Obj | None) -> list[dict[str, Any]]:
+    found = dig(node, "spec", "taints") or []
+    return [taint for taint in found if isinstance(taint, dict)]
+
+
+def tolerations(workload: Obj) -> list[dict[str, Any]]:
+    """The tolerations of a Pod, or of a workload's Pod template."""
+    found = dig(workload, "spec", "tolerations") or dig(workload, "spec", "template", "spec", "tolerations") or []
+    return [toleration for toleration in found if isinstance(toleration, dict)]
+
+
+def tolerates(toleration: Obj, taint: Obj) -> bool:
+    """The scheduler's rule: an empty key with Exists matches every taint; an empty effect every effect."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if not toleration.get("key"):
+        return operator == "Exists"
+    if toleration.get("key") != taint.get("key"):
+        return False
+    return operator == "Exists" or str(toleration.get("value") or "") == str(taint.get("value") or "")
+
+
+def is_custom(taint: Obj) -> bool:
+    """A blocking taint somebody put there by hand, not one the cluster manages itself."""
+    return taint.get("effect") in BLOCKING_EFFECTS and not str(taint.get("key", "")).startswith(SYSTEM_TAINT_PREFIX)
+
+
+def is_ready(node: Obj | None) -> bool:
+    return condition(node, "Ready").get("status") == "True"
+
+
+def is_cordoned(node: Obj | None) -> bool:
+    return dig(node, "spec", "unschedulable") is True
+
+
+def labels_match(selector: Obj | None, node: Obj | None) -> bool:
+    labels = dig(node, "metadata", "labels") or {}
+    return all(labels.get(key) == str(value) for key, value in (selector or {}).items())
+
+
+def daemonset_owner(pod: Obj) -> str | None:
+    """The name of the DaemonSet that owns the Pod, or None."""
+    owners = dig(pod, "metadata", "ownerReferences") or []
+    return next(
+        (str(ref.get("name")) for ref in owners if isinstance(ref, dict) and ref.get("kind") == "DaemonSet"), None
+    )
+
+
+def uncovered(daemonsets: Sequence[Obj], nodes: Sequence[Obj], pods: Sequence[Obj]) -> set[str]:
+    """``daemonset/node`` for each node the DaemonSet's nodeSelector matches that runs no Pod of it."""
+    running = {(daemonset_owner(pod), dig(pod, "spec", "nodeName")) for pod in pods}
+    return {
+        f"{name_of(ds)}/{name_of(node)}"
+        for ds in daemonsets
+        for node in nodes
+        if labels_match(dig(ds, "spec", "template", "spec", "nodeSelector"), node)
+        and (name_of(ds), name_of(node)) not in running
+    }
+
+
+def coverage_gaps(live: LiveCluster, namespace: str, hidden: AbstractSet[tuple[str, str]] = frozenset()) -> set[str]:
+    """:func:`uncovered` for the DaemonSets of ``namespace`` as the cluster is now, minus the ``hidden`` Pods."""
+    pods = [
+        pod for pod in live.list("Pod", namespace) if (dig(pod, "metadata", "namespace"), name_of(pod)) not in hidden
+    ]
+    return uncovered(live.list("DaemonSet", namespace), live.list("Node"), pods)

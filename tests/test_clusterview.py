@@ -1,0 +1,110 @@
+"""The doctored view on a real cluster: chosen Pods gone, their DaemonSet's status consistent, writes refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_gpulab import toolchain
+from pytest_gpulab.clusterview import DoctoredView
+from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.waiting import wait_until
+
+NS = "view-test"
+DAEMONSET = f"""
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: agent, namespace: {NS}}}
+spec:
+  selector: {{matchLabels: {{app: agent}}}}
+  template:
+    metadata: {{labels: {{app: agent}}}}
+    spec:
+      containers: [{{name: agent, image: registry.example/agent:v1}}]
+"""
+BYSTANDER = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: bystander, namespace: {NS}}}
+spec:
+  containers: [{{name: main, image: registry.example/main:v1}}]
+"""
+
+
+@pytest.fixture(scope="module")
+def scene(gpuop_cluster: KwokCluster, tmp_path_factory) -> Iterator[tuple[KwokCluster, dict, DoctoredView]]:
+    """A DaemonSet on the three nodes and a plain Pod; the view hides the agent on lab-node-1."""
+    gpuop_cluster.kubectl("create", "namespace", NS)
+    gpuop_cluster.kubectl("apply", "-f", "-", input=DAEMONSET + "---" + BYSTANDER)
+    ready = lambda: gpuop_cluster.get_json("ds", "agent", "-n", NS).get("status", {}).get("numberReady") == 3  # noqa: E731
+    assert wait_until(ready, 60)
+    pods = gpuop_cluster.get_json("pods", "-n", NS, "-l", "app=agent")["items"]
+    hidden = next(p for p in pods if p["spec"]["nodeName"] == "lab-node-1")
+    with DoctoredView(
+        gpuop_cluster.kubeconfig, {(NS, hidden["metadata"]["name"])}, tmp_path_factory.mktemp("view")
+    ) as view:
+        yield gpuop_cluster, hidden, view
+    gpuop_cluster.kubectl("delete", "namespace", NS, "--wait=false")
+
+
+def through(view: DoctoredView, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": str(view.kubeconfig)}
+    return subprocess.run(
+        [str(toolchain.bin_dir() / "kubectl"), *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_hidden_pod_is_gone_from_every_read(scene):
+    _, hidden, view = scene
+    name = hidden["metadata"]["name"]
+    assert name not in through(view, "get", "pods", "-n", NS, "-o", "json").stdout
+    table = through(view, "get", "pods", "-A")
+    assert table.returncode == 0 and name not in table.stdout and "bystander" in table.stdout
+    on_node = through(
+        view, "get", "pods", "-n", NS, "-l", "app=agent", "--field-selector", "spec.nodeName=lab-node-1", "-o", "name"
+    )
+    assert on_node.returncode == 0 and on_node.stdout.strip() == ""
+    direct = through(view, "get", "pod", name, "-n", NS)
+    assert direct.returncode != 0 and "NotFound" in direct.stderr
+
+
+def test_its_daemonset_stops_counting_the_node(scene):
+    _, _, view = scene
+    status = through(
+        view,
+        "get",
+        "ds",
+        "agent",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.status.desiredNumberScheduled} {.status.currentNumberScheduled} {.status.numberReady}",
+    )
+    assert status.stdout == "2 2 2"
+    row = through(view, "get", "ds", "agent", "-n", NS, "--no-headers").stdout.split()
+    assert row[1:6] == ["2", "2", "2", "2", "2"], row
+
+
+def test_the_rest_of_the_cluster_is_unchanged(scene):
+    cluster, _, view = scene
+    seen = through(view, "get", "pod", "bystander", "-n", NS, "-o", "jsonpath={.metadata.uid}").stdout
+    assert seen == cluster.get_json("pod", "bystander", "-n", NS)["metadata"]["uid"]
+    assert through(view, "get", "nodes", "-o", "name").stdout.split() == [f"node/lab-node-{i}" for i in range(3)]
+
+
+def test_every_write_is_refused_and_recorded(scene):
+    cluster, hidden, view = scene
+    name = hidden["metadata"]["name"]
+    for args in (("delete", "pod", name, "-n", NS), ("label", "node", "lab-node-0", "view=1"), ("apply", "-f", "-")):
+        result = subprocess.run(
+            [str(toolchain.bin_dir() / "kubectl"), *args], env={**os.environ, "KUBECONFIG": str(view.kubeconfig)},
+            input=BYSTANDER.replace("bystander", "intruder"), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode != 0 and "read-only" in result.stderr, (args, result.stderr)
+    assert {method for method, _ in view.refused} >= {"DELETE", "PATCH"}
+    assert cluster.get_json("pod", name, "-n", NS)["metadata"]["uid"] == hidden["metadata"]["uid"]
+    assert "view" not in cluster.get_json("node", "lab-node-0")["metadata"].get("labels", {})
+    assert cluster.kubectl("get", "pod", "intruder", "-n", NS, check=False).returncode != 0
