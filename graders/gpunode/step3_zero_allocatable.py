@@ -1,0 +1,84 @@
+"""Step 3: capacity 4, allocatable 0, and the reserved team's job that cannot start."""
+
+import pytest
+
+from pytest_gpulab.answers import containing, expect_answers, number
+from pytest_gpulab.feedback import Words, expect, expect_value, listed, should_be
+from pytest_gpulab.kube import containers, selects
+from pytest_gpulab.manifests import written_and_applied
+from pytest_gpulab.nodes import name_of, tolerates, tolerations
+from pytest_gpulab.parsing import dig, quantity_bytes
+
+pytestmark = pytest.mark.step(3, "Zero allocatable GPUs block the reserved job", points=15)
+
+POD = "k8s/a100-job.yaml"
+REPORT = "out/alloc.txt"
+NODE = "lab-node-2"
+HOSTNAME = "kubernetes.io/hostname"
+RESERVATION = {"key": "ai4dd-a100-reserved", "value": "true", "effect": "NoSchedule"}
+
+
+def gpus_limited(pod):
+    """The nvidia.com/gpu limits of all containers, summed (None when there are none)."""
+    limits = [quantity_bytes(dig(c, "resources", "limits", "nvidia.com/gpu")) for c in containers(pod)]
+    return sum(limit for limit in limits if limit is not None) if any(limits) else None
+
+
+def uses_hostname(pod):
+    affinity = dig(
+        pod, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"
+    )
+    keys = [e.get("key") for term in affinity or [] for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
+    return HOSTNAME in (dig(pod, "spec", "nodeSelector") or {}) or HOSTNAME in keys
+
+
+def check_job(nodes):
+    def check(pod):
+        expect_value(dig(pod, "metadata", "namespace"), "research", "the Pod's namespace")
+        expect(
+            gpus_limited(pod) == 4,
+            should_be("The Pod's limits nvidia.com/gpu", Words("4"), gpus_limited(pod)),
+        )
+        chosen = [name_of(node) for node in nodes if selects(pod, node)]
+        expect(
+            uses_hostname(pod) and chosen == [NODE],
+            f"The Pod should select {NODE}, and only it, by the label {HOSTNAME}; it selects {listed(chosen) or 'no node'}.",
+        )
+        expect(
+            any(tolerates(t, RESERVATION) for t in tolerations(pod)),
+            f"The Pod does not tolerate the reservation taint {RESERVATION['key']}=true:NoSchedule.",
+            hint="It belongs to the team that reserved the node: add a toleration for that key and effect.",
+        )
+
+    return check
+
+
+def test_reserved_job(learner, live):
+    node = dig(learner.file(POD).object("Pod", "a100-job"), "spec", "nodeName")
+    expect(
+        node is None,
+        f"{POD} sets spec.nodeName: {node}, which places the Pod without the scheduler, so nothing stops it.",
+        hint=f"Leave nodeName out and select {NODE} by the label {HOSTNAME}.",
+    )
+    written_and_applied(learner.file(POD), live, "Pod", "research/a100-job", check_job(live.list("Node")))
+
+
+def test_allocation_report(learner):
+    expect_answers(
+        learner.file(REPORT),
+        {
+            "CAPACITY": number(4, why="capacity stayed 4"),
+            "ALLOCATABLE": number(
+                0, why="the patch set allocatable to 0", hints={4: "Patch allocatable, not only capacity, to 0."}
+            ),
+            "REASON": containing(
+                "Insufficient nvidia.com/gpu",
+                'the scheduler\'s message, naming "Insufficient nvidia.com/gpu"',
+                hint=lambda reason: (
+                    "The job must tolerate the reservation taint; then only the GPUs stop it."
+                    if "taint" in reason.lower()
+                    else None
+                ),
+            ),
+        },
+    )

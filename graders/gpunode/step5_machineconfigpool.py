@@ -1,0 +1,99 @@
+"""Step 5: the MachineConfigPool resource, and a worker pool stuck updating since the reservation."""
+
+from datetime import datetime
+
+import pytest
+
+from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be
+from pytest_gpulab.kube import condition
+from pytest_gpulab.manifests import written_and_applied
+from pytest_gpulab.parsing import dig
+
+pytestmark = pytest.mark.step(5, "The MachineConfigPool and its update stuck since the reservation", points=10)
+
+CRD_FILE = "k8s/mcp-crd.yaml"
+POOL_FILE = "k8s/mcp-worker.yaml"
+CRD = "machineconfigpools.machineconfiguration.openshift.io"
+GROUP = "machineconfiguration.openshift.io"
+SINCE = "2024-10-29T09:00:00Z"
+COUNTS = {"machineCount": 3, "readyMachineCount": 2, "updatedMachineCount": 2}
+CONDITIONS = {"Updated": "False", "Updating": "True"}
+CREATE_TIME_HINT = (
+    "With the status subresource, the API server drops status from a create or a plain apply: "
+    "set it with kubectl patch machineconfigpool worker --subresource=status --type=merge -p '{\"status\": ...}'."
+)
+
+
+def served_v1(crd):
+    versions = dig(crd, "spec", "versions") or []
+    return next((v for v in versions if isinstance(v, dict) and v.get("name") == "v1"), None)
+
+
+def keeps_status(schema):
+    """Whether a structural schema keeps unknown fields under status (at the root or under status)."""
+    preserve = "x-kubernetes-preserve-unknown-fields"
+    return dig(schema, preserve) is True or dig(schema, "properties", "status", preserve) is True
+
+
+def check_crd(crd):
+    expect_value(dig(crd, "spec", "group"), GROUP, "spec.group")
+    expect_value(dig(crd, "spec", "names", "kind"), "MachineConfigPool", "spec.names.kind")
+    expect_value(dig(crd, "spec", "scope"), "Cluster", "spec.scope", why="a pool spans nodes, not a namespace")
+    version = served_v1(crd)
+    expect(version and version.get("served") is True, "The CRD should serve the version v1 (served: true).")
+    expect(
+        isinstance(dig(version, "subresources", "status"), dict),
+        "Version v1 should have the status subresource (subresources: {status: {}}).",
+    )
+    expect(
+        keeps_status(dig(version, "schema", "openAPIV3Schema")),
+        "The v1 schema should preserve unknown fields (x-kubernetes-preserve-unknown-fields: true), "
+        "or the API server prunes the pool's status.",
+    )
+
+
+def check_pool(pool):
+    expect_value(pool.get("apiVersion"), f"{GROUP}/v1", "the pool's apiVersion")
+
+
+def test_custom_resource_definition(learner, live):
+    written_and_applied(learner.file(CRD_FILE), live, "CustomResourceDefinition", CRD, check_crd)
+
+
+def test_worker_pool(learner, live):
+    written_and_applied(learner.file(POOL_FILE), live, "MachineConfigPool", "worker", check_pool)
+
+
+def same_time(found, expected=SINCE):
+    try:
+        return datetime.fromisoformat(str(found).replace("Z", "+00:00")) == datetime.fromisoformat(
+            expected.replace("Z", "+00:00")
+        )
+    except ValueError:
+        return False
+
+
+def test_stuck_status(learner, live):
+    pool = live.get("MachineConfigPool", "worker")
+    expect(pool, f"The MachineConfigPool worker is not in the cluster; apply {POOL_FILE}.")
+    if not pool.get("status"):
+        written = any(obj.get("status") for obj in learner.file(POOL_FILE).objects())
+        fail(
+            f"{POOL_FILE} writes the pool's status, but in the cluster the pool worker has none: it was dropped at create time."
+            if written
+            else "The pool worker has no status in the cluster.",
+            hint=CREATE_TIME_HINT,
+        )
+    wrong = [
+        should_be(f"status.{key}", value, dig(pool, "status", key)) for key, value in COUNTS.items()
+        if dig(pool, "status", key) != value or isinstance(dig(pool, "status", key), bool)
+    ]  # fmt: skip
+    for kind, status in CONDITIONS.items():
+        found = condition(pool, kind)
+        if found.get("status") != status:
+            wrong.append(should_be(f"The {kind} condition's status", status, found.get("status")))
+        if not same_time(found.get("lastTransitionTime")):
+            wrong.append(
+                should_be(f"The {kind} condition's lastTransitionTime", Words(SINCE), found.get("lastTransitionTime"))
+            )
+    expect(not wrong, "In the cluster, the pool worker: " + " ".join(wrong), detail=pool.get("status"))

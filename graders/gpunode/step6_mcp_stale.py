@@ -1,0 +1,93 @@
+"""Step 6: mcp-stale.sh flags pools stuck updating for longer than a threshold, from their own timestamp.
+
+The grader reads how long the pool worker has been Updating and runs the script with a threshold
+below that age and one above it (random, seeded: the detail says how to replay them), and with
+no argument (30 minutes).
+"""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from pytest_gpulab.feedback import expect
+from pytest_gpulab.kube import condition
+from pytest_gpulab.nodes import name_of
+from pytest_gpulab.verdicts import expect_verdict
+
+pytestmark = pytest.mark.step(6, "mcp-stale.sh alerts on updates that never finish", points=10)
+
+SCRIPT = "bin/mcp-stale.sh"
+DEFAULT_MINUTES = 30
+MARGIN = 60  # minutes kept between a threshold and the pool's age, so the clock's drift never decides
+HARD_CODED = ("2024-10-29", "1730192400")  # the reservation day, as a date or epoch seconds
+
+
+def updating_since(pool):
+    found = condition(pool, "Updating")
+    if found.get("status") != "True":
+        return None
+    try:
+        return datetime.fromisoformat(str(found.get("lastTransitionTime")).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def pools(lab_cluster):
+    """Each pool's Updating-since time (None when it is not updating)."""
+    live = lab_cluster.live_or_fail()
+    found = {name_of(pool): updating_since(pool) for pool in live.list("MachineConfigPool")}
+    expect(
+        found.get("worker"),
+        "The pool worker is not Updating in the cluster, so there is nothing to alert on; step 5 sets its status.",
+    )
+    return found
+
+
+def age_minutes(since):
+    return int((datetime.now(UTC) - since).total_seconds() // 60)
+
+
+def stale_at(pools, minutes):
+    return {f"STALE={name}" for name, since in pools.items() if since and age_minutes(since) > minutes}
+
+
+@pytest.fixture(scope="module")
+def stale(script_runner, learner):
+    return script_runner.runs_of(learner.file(SCRIPT))
+
+
+def run_with(stale, pools, minutes, detail, *args):
+    __tracebackhide__ = True
+    age = age_minutes(pools["worker"])
+    given = f"With the threshold {minutes} minutes (the pool worker has been Updating for {age})"
+    expect_verdict(
+        stale.run(*args, cluster=True).result, SCRIPT, given, stale_at(pools, minutes), prefix="STALE",
+        hint=lambda _: "Compare the age of the Updating condition's lastTransitionTime with the threshold you were given.",
+        detail={"age_minutes": age, "threshold": minutes, **detail},
+    )  # fmt: skip
+
+
+def test_stale_below_its_age(stale, pools, lab_random):
+    age = age_minutes(pools["worker"])
+    minutes = lab_random.randint(max(1, age // 2), max(1, age - MARGIN))
+    run_with(stale, pools, minutes, lab_random.detail, str(minutes))
+
+
+def test_ok_above_its_age(stale, pools, lab_random):
+    minutes = age_minutes(pools["worker"]) + lab_random.randint(MARGIN, 1_000_000)
+    run_with(stale, pools, minutes, lab_random.detail, str(minutes))
+
+
+def test_default_threshold_is_thirty_minutes(stale, pools):
+    run_with(stale, pools, DEFAULT_MINUTES, {})
+
+
+def test_computes_the_age(learner):
+    code = learner.file(SCRIPT).code()
+    written = [moment for moment in HARD_CODED if moment in code]
+    expect(
+        not written,
+        f"{SCRIPT} hard-codes the reservation's date ({written[0] if written else ''}).",
+        hint="Read the Updating condition's lastTransitionTime from the pool, and the current time from date.",
+    )

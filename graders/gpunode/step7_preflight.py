@@ -1,0 +1,63 @@
+"""Step 7: preflight.sh refuses changes while the cluster is not healthy, and says why.
+
+Run live at the end state, its BLOCKED lines must be the problems the grader finds itself:
+pools Updating, nodes not Ready or cordoned, and blocking taints the cluster does not manage.
+The copy saved at step 7, taint still on and node not yet cordoned, is compared with that moment.
+"""
+
+import pytest
+
+from pytest_gpulab.feedback import expect, listed
+from pytest_gpulab.kube import condition
+from pytest_gpulab.nodes import SYSTEM_TAINT_PREFIX, is_cordoned, is_custom, is_ready, name_of, taints
+from pytest_gpulab.verdicts import expect_verdict, findings_in, says_ok
+
+pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15)
+
+SCRIPT = "bin/preflight.sh"
+SAVED = "out/preflight.txt"
+AT_STEP_7 = {"BLOCKED=mcp/worker", "BLOCKED=taint/lab-node-2/ai4dd-a100-reserved"}
+SYSTEM_TAINT_HINT = (
+    f"Taints whose key begins with {SYSTEM_TAINT_PREFIX} are the cluster's own (a cordon adds "
+    "node.kubernetes.io/unschedulable): report the node, not a taint."
+)
+
+
+def blockers(live):
+    """What the gate must refuse on, as the cluster is now."""
+    found = {
+        f"mcp/{name_of(p)}" for p in live.list("MachineConfigPool") if condition(p, "Updating").get("status") == "True"
+    }
+    for node in live.list("Node"):
+        if not is_ready(node) or is_cordoned(node):
+            found.add(f"node/{name_of(node)}")
+        found |= {f"taint/{name_of(node)}/{taint.get('key')}" for taint in taints(node) if is_custom(taint)}
+    return {f"BLOCKED={reason}" for reason in found}
+
+
+def system_taint_reported(printed):
+    return SYSTEM_TAINT_HINT if any(f"/{SYSTEM_TAINT_PREFIX}" in line for line in printed) else None
+
+
+def test_gate_at_the_end_state(script_runner, learner, live):
+    expected = blockers(live)
+    run = script_runner.run(learner.file(SCRIPT), cluster=True)
+    expect_verdict(
+        run.result, SCRIPT, "Run on the cluster as it is now", expected, prefix="BLOCKED", hint=system_taint_reported
+    )
+
+
+def test_saved_at_step_7(learner):
+    text = learner.file(SAVED).text()
+    found = set(findings_in(text, "BLOCKED"))
+    expect(
+        found == AT_STEP_7 and not says_ok(text),
+        f"{SAVED} should hold exactly {listed(sorted(AT_STEP_7))}, what the gate finds at step 7 with the taint on; "
+        f"found {listed(sorted(found)) or 'no BLOCKED line'}" + (" and OK." if says_ok(text) else "."),
+        hint=system_taint_reported(found)
+        or (
+            "Save the gate's output at step 7, before the taint is removed and the node cordoned."
+            if "BLOCKED=node/lab-node-2" in found
+            else None
+        ),
+    )

@@ -1,0 +1,88 @@
+"""Step 8: the taint removed, the node restored, the waiting update's cordon, and who a drain would evict."""
+
+import pytest
+
+from pytest_gpulab.answers import Answer, expect_answers, items, number, word, yes_no
+from pytest_gpulab.feedback import expect
+from pytest_gpulab.kube import Rollout, advertised
+from pytest_gpulab.nodes import daemonset_owner, is_cordoned, name_of, taints
+from pytest_gpulab.parsing import dig
+
+pytestmark = pytest.mark.step(8, "The taint removed, the node cordoned, the impact recorded", points=10)
+
+NODE = "lab-node-2"
+NAMESPACE = "nvidia-gpu-operator"
+DAEMONSETS = ("gpu-feature-discovery", "nvidia-device-plugin-daemonset")
+REPORT = "out/impact.txt"
+WAIT_SECONDS = 20
+
+
+def test_node_restored_and_cordoned(live):
+    node = live.get("Node", NODE)
+    expect(node, f"The node {NODE} is not in the cluster.")
+    left = [t.get("key") for t in taints(node) if t.get("key") == "ai4dd-a100-reserved"]
+    expect(
+        not left,
+        f"{NODE} still carries the taint ai4dd-a100-reserved; remove it (kubectl taint node {NODE} ai4dd-a100-reserved-).",
+    )
+    capacity, allocatable = advertised(node, "nvidia.com/gpu")
+    expect(
+        (capacity, allocatable) == ("4", "4"),
+        f'{NODE} should advertise nvidia.com/gpu "4" in capacity and allocatable again, found {capacity} and {allocatable}.',
+        hint=f'kubectl patch node {NODE} --subresource=status, allocatable back to "4".',
+    )
+    expect(is_cordoned(node), f"{NODE} is not cordoned; the waiting update cordons it (kubectl cordon {NODE}).")
+
+
+def test_agents_back_on_every_node(live, lab):
+    everywhere = len(lab.environment.node_names)
+    wrong = []
+    for name in DAEMONSETS:
+        ds = live.wait_for(
+            "DaemonSet", name, lambda d: d is not None and (Rollout.of(d).desired, Rollout.of(d).ready) == (everywhere, everywhere),
+            WAIT_SECONDS, namespace=NAMESPACE,
+        )  # fmt: skip
+        if ds is None:
+            wrong.append(f"{name} is not in the cluster")
+        elif (Rollout.of(ds).desired, Rollout.of(ds).ready) != (everywhere, everywhere):
+            wrong.append(f"{name} has {Rollout.of(ds)}")
+    expect(
+        not wrong, f"Both DaemonSets should be back to desired {everywhere}, ready {everywhere}: {'; '.join(wrong)}."
+    )
+
+
+def test_reserved_job_runs(live):
+    pod = live.wait_for("Pod", "research/a100-job", lambda p: dig(p, "status", "phase") == "Running", WAIT_SECONDS)
+    expect(pod, "The Pod research/a100-job is not in the cluster; step 3 creates it.")
+    expect(
+        dig(pod, "status", "phase") == "Running" and dig(pod, "spec", "nodeName") == NODE,
+        f"a100-job should run on {NODE} once its GPUs are back; it is {dig(pod, 'status', 'phase')} on {dig(pod, 'spec', 'nodeName') or 'no node'}.",
+    )
+
+
+def user_pods(live):
+    """The Pods a drain of the node would evict: all but the DaemonSets' (and mirror Pods, which kwok has none of)."""
+    pods = live.list("Pod", fields=f"spec.nodeName={NODE}")
+    return {f"{dig(p, 'metadata', 'namespace')}/{name_of(p)}" for p in pods if not daemonset_owner(p)}, {
+        f"{dig(p, 'metadata', 'namespace')}/{name_of(p)}" for p in pods if daemonset_owner(p)
+    }
+
+
+def test_impact_report(learner, live):
+    evicted, agents = user_pods(live)
+    ready = live.get("DaemonSet", f"{NAMESPACE}/gpu-feature-discovery")
+    answers: dict[str, Answer] = {
+        "NODE": word(NODE),
+        "UNSCHEDULABLE": yes_no(True, why="the node is cordoned"),
+        "DS_READY": number(Rollout.of(ready).ready if ready else 3, why="as gpu-feature-discovery's status shows"),
+        "USER_PODS": items(
+            evicted,
+            why="the Pods on the node that no DaemonSet owns",
+            hint=lambda written: (
+                "A drain skips DaemonSet Pods: list only the Pods no DaemonSet owns."
+                if written & agents or any(item.startswith(f"{NAMESPACE}/") for item in written)
+                else None
+            ),
+        ),
+    }
+    expect_answers(learner.file(REPORT), answers, detail={"evicted": sorted(evicted), "daemonset_pods": sorted(agents)})
