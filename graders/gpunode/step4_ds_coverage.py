@@ -67,7 +67,7 @@ def test_finds_pods_that_are_gone(script_runner, learner, live, lab_random, tmp_
     expect(pods, f"{OPERATOR} has no DaemonSet Pods to check coverage of; step 1 deploys them.")
     by_owner: dict[str, list] = {}
     for pod in sorted(pods, key=name_of):
-        by_owner.setdefault(daemonset_owner(pod), []).append(pod)
+        by_owner.setdefault(str(daemonset_owner(pod)), []).append(pod)
     hidden = {(OPERATOR, name_of(lab_random.choice(group))) for group in by_owner.values()}
     expected = missing(coverage_gaps(live, OPERATOR, hidden))
     with DoctoredView(live.source, hidden_pods=hidden, work_dir=tmp_path) as view:
