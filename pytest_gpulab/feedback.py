@@ -3,8 +3,11 @@
 A grader reports a wrong answer by raising :class:`StepFailed` (through
 :func:`fail`, :func:`expect` or :func:`expect_value`). The plugin shows the
 learner only the message and hint; ``detail`` (live objects, parsed files,
-script output) goes to a separate field of the report. Any other exception is
-an internal error of the grader and keeps its traceback.
+script output) goes to a separate field of the report. :func:`blocked_unless`
+says that something an earlier step makes is missing (the outcome *blocked*);
+:class:`GradingError` that grading itself could not go on, e.g. the cluster
+stopped answering (the outcome *error*, which an autograder may retry). Any
+other exception is an internal error of the grader and keeps its traceback.
 
 :func:`should_be` is the one way to say "X should be A, found B": when B is A
 written as the wrong type (``"true"`` for true, ``2.0`` for 2) it names that
@@ -31,6 +34,28 @@ class StepFailed(Exception):
 
     def __str__(self) -> str:
         return self.learner_text()
+
+
+class StepBlocked(StepFailed):
+    """The step needs what an earlier step makes, and it is missing: not this step's fault."""
+
+    def __init__(self, message: str, *, step: int | tuple[int, ...] | None = None, detail: Any = None) -> None:
+        super().__init__(message, detail=detail)
+        self.step = step  # the step(s) that make it; None: the step marker's ``needs``
+
+
+class GradingError(StepFailed):
+    """Grading could not go on (an unreachable cluster, say): an error to retry, not a wrong answer."""
+
+
+def blocked_unless(condition: object, missing: str, *, step: int | None = None, detail: Any = None) -> None:
+    """Block the step, naming what is ``missing`` ("the Pod gpu-lab/cuda-probe"), unless ``condition``.
+
+    ``step`` is the step that makes it, when the step marker's ``needs`` names several.
+    """
+    __tracebackhide__ = True
+    if not condition:
+        raise StepBlocked(f"{missing[:1].upper()}{missing[1:]} is missing.", step=step, detail=detail)
 
 
 def fail(message: str, *, hint: str | None = None, detail: Any = None) -> NoReturn:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .containerd import FakeContainerd
-from .feedback import fail
+from .feedback import GradingError, fail
 from .kwok import KwokCluster, KwokClusterError
 from .labs import Lab
 from .learner import LearnerWork
@@ -84,10 +84,10 @@ class LabClusterConnection:
     error: str | None = None
 
     def live_or_fail(self) -> LiveCluster:
-        """The read-only cluster, or the step's failure saying how to reach it."""
+        """The read-only cluster, or the step's error saying how to reach it."""
         __tracebackhide__ = True
         if self.live is None:
-            fail(
+            raise GradingError(
                 f"Could not reach the lab cluster: {self.error}. Start it (e.g. `gpulab up {self.lab}`) "
                 "and point the grader at it with --kubeconfig or KUBECONFIG."
             )
@@ -152,7 +152,9 @@ def script_runner(
     """Runs learner scripts for any scope (e.g. a step module's fixture shared by its checks)."""
 
     def kubeconfig() -> str | None:
-        return request.getfixturevalue("lab_cluster").kubeconfig
+        connection: LabClusterConnection = request.getfixturevalue("lab_cluster")
+        connection.live_or_fail()  # a checker run on an unreachable cluster is an error, not a wrong answer
+        return connection.kubeconfig
 
     return ScriptRunner(tmp_path_factory.mktemp("learner-scripts"), gpulab_settings.script_timeout, kubeconfig)
 

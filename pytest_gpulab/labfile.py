@@ -21,6 +21,9 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _QUANTITY = re.compile(r"\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
 
 
+DEFAULT_CHECK_TIMEOUT = 300.0
+
+
 class LabFileError(ValueError):
     """A lab.toml that cannot be used; the message names the file and the key."""
 
@@ -99,6 +102,7 @@ class Lab:
     rubric_version: str
     folder: Path
     environment: Environment = Environment()
+    check_timeout: float = DEFAULT_CHECK_TIMEOUT  # seconds a check may take; a step marker's timeout= wins
 
     @property
     def lab_file(self) -> Path:
@@ -240,6 +244,12 @@ def _read(source: Path) -> dict[str, Any]:
         raise LabFileError(f"{source} is not valid TOML: {error}.") from None
 
 
+def _positive(value: float, key: str, source: Path) -> float:
+    if isinstance(value, bool) or value <= 0:
+        raise LabFileError(f"{source}: {key} should be a positive number of seconds, found {value!r}.")
+    return float(value)
+
+
 def load_lab(folder: Path) -> Lab:
     """The lab in ``folder``, from its ``lab.toml``; :class:`LabFileError` says what is wrong."""
     folder = Path(folder).resolve()
@@ -256,6 +266,7 @@ def load_lab(folder: Path) -> Lab:
         rubric_version=str(take("rubric_version", (str, int), required=True)),
         folder=folder,
         environment=_environment(take("environment", dict, {}), folder, source),
+        check_timeout=_positive(take("check_timeout", (int, float), DEFAULT_CHECK_TIMEOUT), "check_timeout", source),
     )
     table.done()
     return lab

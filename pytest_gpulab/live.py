@@ -21,7 +21,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from .feedback import fail
+from .feedback import GradingError
 from .kinds import DISCOVERY_ACCEPT, Resource, from_discovery, known
 from .waiting import wait_until
 
@@ -113,7 +113,7 @@ class LiveCluster:
             problem = f"answered {error.status} {error.reason}"
         except _TRANSPORT_ERRORS as error:
             problem = f"did not answer ({getattr(error, 'reason', None) or error})"
-        fail(
+        raise GradingError(
             f"The lab cluster {problem} when the grader read {path}. Check that it is still running "
             "(kubectl get nodes), then grade again.",
             detail={"path": path, "host": self.host},

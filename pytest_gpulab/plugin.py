@@ -9,6 +9,7 @@ report's ``metadata`` of that check.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from . import reporting
 from . import settings as settings_mod
 from .collect import LabFolder, StepModule, is_lab_folder, lab_name_of
-from .feedback import StepFailed
+from .feedback import StepBlocked, StepFailed, listed
 from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures)
     fake_containerd,
     feedback,
@@ -35,8 +36,11 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
 )
 from .guard import stay_out_of
 from .labfile import Lab, load_lab
-from .reporting import CheckRun, results_key
-from .steps import check_of, step_of, validate_points
+from .options import add_options
+from .report_file import test_metadata
+from .reporting import BLOCKED, ERROR, FAILED, CheckRun, results_key
+from .session import GradingReports
+from .steps import STEP_SIGNATURE, check_of, step_of, tally, validate_needs, validate_points
 
 early_lab_key = pytest.StashKey[tuple[Lab | None, settings_mod.Found | None]]()
 
@@ -44,7 +48,7 @@ early_lab_key = pytest.StashKey[tuple[Lab | None, settings_mod.Found | None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    settings_mod.add_options(parser)
+    add_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -63,14 +67,15 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "step(number, title, points=1): the lab step a module's checks grade, its title and points."
+        "markers",
+        f"{STEP_SIGNATURE}: the lab step a module's checks grade, its title and points, the earlier steps it needs, its seconds per check.",
     )
     config.addinivalue_line(
         "markers",
         "check(name=None, *, points=None): a check's stable name, and its own points if the step splits them.",
     )
     config.stash[settings_key] = settings_mod.resolve(config, config.stash.get(early_lab_key, None))
-    config.pluginmanager.register(JsonSummary(config), "gpulab-json-summary")
+    config.pluginmanager.register(GradingReports(config), "gpulab-reports")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -108,6 +113,39 @@ def _the_collected_lab(config: pytest.Config, items: list[pytest.Item]) -> None:
         config.stash[settings_key] = dataclasses.replace(settings, lab=chosen, lab_root=root, sources=sources)
 
 
+def _steps_chosen(config: pytest.Config, items: list[pytest.Item], results: dict[str, CheckRun]) -> None:
+    """``--step``: deselect the other steps' checks; they stay in the reports as not graded."""
+    chosen = config.stash[settings_key].steps
+    if chosen is None:
+        return
+    present = {run.step.number for run in results.values()}
+    if present and not chosen & present:
+        raise pytest.UsageError(
+            f"{config.stash[settings_key].sources['step']} chooses step {listed(map(str, sorted(chosen)))}, "
+            f"and the lab has steps {listed(map(str, sorted(present)))}."
+        )
+    left_out = [item for item in items if item.nodeid in results and results[item.nodeid].step.number not in chosen]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]
+
+
+def _user_set_a_timeout(config: pytest.Config) -> bool:
+    """pytest-timeout's own setting (option, PYTEST_TIMEOUT or ini) wins over the labs' timeouts."""
+    return any((config.getoption("timeout", None), os.environ.get("PYTEST_TIMEOUT"), config.getini("timeout")))
+
+
+def _time_limits(config: pytest.Config, items: list[pytest.Item], results: dict[str, CheckRun]) -> None:
+    """Each check's time limit: its step marker's timeout, else the lab's check_timeout."""
+    settings = config.stash[settings_key]
+    if settings.lab is None or _user_set_a_timeout(config):
+        return
+    for item in items:
+        run = results.get(item.nodeid)
+        if run is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(run.step.timeout or settings.lab.check_timeout))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check every step and check marker now (an author's error), and count every check as possible."""
     _the_collected_lab(config, items)
@@ -122,9 +160,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 raise pytest.UsageError(
                     f"{module.path.name} is marked step {step.number}; a step module's file name starts with its own step number."
                 )
-            results[item.nodeid] = CheckRun(step, check_of(item, _lab_of(item, settings), step))
-            item.user_properties += [("gpulab_step", step.number), ("gpulab_check", results[item.nodeid].check.id)]
-    validate_points(reporting.scores(config))
+            run = results[item.nodeid] = CheckRun(step, check_of(item, _lab_of(item, settings), step), item.nodeid)
+            item.user_properties += [
+                ("gpulab_lab", _lab_of(item, settings)),
+                ("gpulab_step", step.number),
+                ("gpulab_check", run.check.id),
+            ]
+    validate_points(tally((run.step, run.check, run.nodeid, False) for run in results.values()))
+    validate_needs(run.step for run in results.values())
+    _steps_chosen(config, items, results)
+    _time_limits(config, items, results)
 
 
 # -- results -------------------------------------------------------------------------
@@ -134,47 +179,64 @@ def notes_of(item: pytest.Item) -> list[str]:
     return [str(note) for key, note in item.user_properties if key == "gpulab_note"]
 
 
+def _run_of(config: pytest.Config, nodeid: str) -> CheckRun | None:
+    return config.stash.get(results_key, {}).get(nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Once a check of a step is blocked, the step's other checks are not run: one cause, said once."""
+    run = _run_of(item.config, item.nodeid)
+    if run is None:
+        return
+    steps = item.config.stash[results_key].values()
+    blocker = next(
+        (other for other in steps if other.step.number == run.step.number and other.outcome == BLOCKED), None
+    )
+    if blocker is not None:
+        raise StepBlocked(f"Not run: step {run.step.number} is blocked.", step=blocker.blocked_by)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A wrong answer reads as the grader's sentence under the check's id; each result is kept for the summaries."""
+    """A wrong answer reads as the grader's sentence under the check's id; each result is kept for the reports."""
     report: pytest.TestReport = yield
     if call.excinfo is not None and isinstance(call.excinfo.value, StepFailed):
         report.longrepr = call.excinfo.value.learner_text()
-    run = item.config.stash.get(results_key, {}).get(item.nodeid)
+    run = _run_of(item.config, item.nodeid)
     if run is not None:
         report.location = (report.location[0], report.location[1], run.check.id)
         reporting.record(run, report, call, notes_of(item))
+        if report.when == "teardown":
+            report.user_properties += [("gpulab_outcome", run.outcome), ("gpulab_points", _points_of(item, run))]
     return report
+
+
+def _points_of(item: pytest.Item, run: CheckRun) -> str:
+    step = next(r for r in reporting.step_results(item.config) if r.step.number == run.step.number)
+    return f"{step.earned}/{step.possible}" if run.check.points is None else f"{run.check.points}"
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """Blocked and error checks are counted and lettered as such, not as failures."""
+    run = _run_of(config, report.nodeid)
+    if run is None or not report.failed or report.when == "teardown":
+        return None
+    if run.outcome == BLOCKED:
+        return "blocked", "B", "BLOCKED"
+    if run.outcome == FAILED:  # a wrong answer found while setting up (a missing file) is a failure too
+        return "failed", "F", "FAILED"
+    if run.outcome == ERROR:
+        return "error", "E", "ERROR"
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any]:
-    """Each check carries its lab, step, title, points and id; a failure its feedback and detail."""
-    run = item.config.stash.get(results_key, {}).get(item.nodeid)
+    """Each check carries its lab, step, title, points, id and outcome; a failure its feedback and detail."""
+    run = _run_of(item.config, item.nodeid)
     if run is None:
         return {}
-    return reporting.test_metadata(run, item.config.stash[settings_key], call, notes_of(item))
-
-
-class JsonSummary:
-    """pytest-json-report's hook, bound to this run's config: the per-step totals for autograders."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
-        summary = reporting.run_summary(self.config, self.config.stash[settings_key])
-        if summary is not None:
-            json_report["gpulab"] = summary
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    settings = config.stash[settings_key]
-    if settings.lab is None or not reporting.scores(config):
-        return
-    terminalreporter.section(f"lab {settings.lab.name} (rubric {settings.lab.rubric_version})")
-    for line in reporting.terminal_lines(config, settings):
-        terminalreporter.write_line(line)
+    return test_metadata(run, _lab_of(item, item.config.stash[settings_key]), call, notes_of(item))

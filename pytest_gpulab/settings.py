@@ -13,108 +13,26 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
 from . import toolchain
 from .labs import Catalog, Lab, UnknownLab, discover
-
-LAB_CLUSTER_CHOICES = ("existing", "ephemeral")
-DEFAULT_SCRIPT_TIMEOUT = 20.0
-
-
-@dataclass(frozen=True)
-class Setting:
-    name: str  # option dest and ini name suffix
-    flag: str
-    env: str
-    help: str
-    metavar: str
-    ini_type: Literal["string", "paths", "float", "int"] = "string"
-    choices: tuple[str, ...] = ()
-
-    @property
-    def ini(self) -> str:
-        return f"gpulab_{self.name}"
-
-    @property
-    def dest(self) -> str:
-        return f"gpulab_{self.name}"
-
-
-LAB = Setting("lab", "--lab", "GPULAB_LAB", "Lab to grade: collects its steps (e.g. gpuop).", "NAME")
-LAB_DIR = Setting(
-    "lab_dir",
-    "--lab-dir",
-    "GPULAB_LAB_DIR",
-    "A folder holding a lab (its lab.toml) or lab folders, besides the installed labs; may be repeated "
-    "(the environment variable takes a ':'-separated list). A lab found here wins over an installed one "
-    "of the same name.",
-    "PATH",
-    ini_type="paths",
+from .options import (
+    DEFAULT_SCRIPT_TIMEOUT,
+    GRADESCOPE,
+    KUBECONFIG,
+    LAB,
+    LAB_CLUSTER,
+    LAB_DIR,
+    LAB_ROOT,
+    REPORT,
+    SCRIPT_TIMEOUT,
+    SEED,
+    STEP,
+    Setting,
 )
-LAB_ROOT = Setting(
-    "lab_root",
-    "--lab-root",
-    "GPULAB_LAB_ROOT",
-    "The learner's lab directory (default: the lab's own, e.g. /root/gpuop).",
-    "PATH",
-)
-KUBECONFIG = Setting(
-    "kubeconfig",
-    "--kubeconfig",
-    "KUBECONFIG",
-    "Kubeconfig of the learner's running lab cluster (default: the cluster `gpulab up LAB` "
-    "started, else ~/.kube/config).",
-    "PATH",
-)
-LAB_CLUSTER = Setting(
-    "lab_cluster",
-    "--lab-cluster",
-    "GPULAB_LAB_CLUSTER",
-    "'existing' grades the cluster the kubeconfig points at (default); 'ephemeral' starts a "
-    "fresh lab cluster for this run and deletes it afterwards.",
-    "MODE",
-    choices=LAB_CLUSTER_CHOICES,
-)
-SCRIPT_TIMEOUT = Setting(
-    "script_timeout",
-    "--script-timeout",
-    "GPULAB_SCRIPT_TIMEOUT",
-    f"Seconds a learner script may run before its process group is killed (default {DEFAULT_SCRIPT_TIMEOUT:g}).",
-    "SECONDS",
-    ini_type="float",
-)
-SEED = Setting(
-    "seed",
-    "--lab-seed",
-    "GPULAB_SEED",
-    "Seed of the graders' random choices (e.g. which handlers a generated dump leaves out); the header and "
-    "the report show the run's seed, so a grading can be replayed (default: a new one each run).",
-    "N",
-    ini_type="int",
-)
-ALL_SETTINGS = (LAB, LAB_DIR, LAB_ROOT, KUBECONFIG, LAB_CLUSTER, SCRIPT_TIMEOUT, SEED)
-
-
-def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("gpulab", "GPU-operations lab grading")
-    for setting in ALL_SETTINGS:
-        extra: dict[str, Any] = {"choices": setting.choices} if setting.choices else {}
-        if setting.ini_type == "paths":
-            extra["action"] = "append"
-        group.addoption(
-            setting.flag,
-            dest=setting.dest,
-            default=None,
-            metavar=setting.metavar,
-            help=f"{setting.help} [env {setting.env}, ini {setting.ini}]",
-            **extra,
-        )
-        parser.addini(
-            setting.ini, setting.help, type=setting.ini_type, default=[] if setting.ini_type == "paths" else None
-        )
 
 
 @dataclass(frozen=True)
@@ -197,6 +115,9 @@ class RunSettings:
     script_timeout: float
     seed: int = 0
     sources: Mapping[str, str] = field(default_factory=dict)  # setting name -> where its value came from
+    steps: frozenset[int] | None = None  # --step; None: every step
+    report: Path | None = None
+    gradescope: Path | None = None
 
     def header(self) -> list[str]:
         if self.lab is None:
@@ -254,7 +175,10 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
     cluster = _choice(config, LAB_CLUSTER, "existing")
     timeout = _seconds(config, SCRIPT_TIMEOUT, DEFAULT_SCRIPT_TIMEOUT)
     seed = _seed(config)
+    steps = lookup(config, STEP)
+    report, gradescope = lookup(config, REPORT), lookup(config, GRADESCOPE)
     sources = {
+        "step": steps.source if steps else "default",
         "seed": seed.source,
         "lab": lab_found.source if lab_found else "unset",
         "lab_root": root_source,
@@ -263,4 +187,42 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
         "script_timeout": timeout.source,
     }
     kubeconfig_value = str(kubeconfig.value) if kubeconfig else None
-    return RunSettings(chosen, lab_root, kubeconfig_value, cluster.value, timeout.value, seed.value, sources)
+    return RunSettings(
+        chosen,
+        lab_root,
+        kubeconfig_value,
+        cluster.value,
+        timeout.value,
+        seed.value,
+        sources,
+        steps=_steps(steps),
+        report=_path(report),
+        gradescope=_path(gradescope),
+    )
+
+
+def _path(found: Found | None) -> Path | None:
+    return Path(str(found.value)).expanduser().absolute() if found else None
+
+
+def _steps(found: Found | None) -> frozenset[int] | None:
+    if found is None:
+        return None
+    try:
+        return parse_steps(str(found.value))
+    except ValueError as error:
+        raise pytest.UsageError(f"{found.source} is {found.value!r}: {error}.") from None
+
+
+def parse_steps(text: str) -> frozenset[int]:
+    """``"5"``, ``"5-7"``, ``"1,3,5-7"`` -> the step numbers."""
+    numbers: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()) or int(first) < 1:
+            raise ValueError("steps are numbers and ranges separated by commas, e.g. 5, 5-7 or 1,3,5-7")
+        low, high = int(first), int(last) if dash else int(first)
+        if high < low:
+            raise ValueError(f"the range {part} runs backwards; write {high}-{low}")
+        numbers.update(range(low, high + 1))
+    return frozenset(numbers)

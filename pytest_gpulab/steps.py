@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 DEFAULT_STEP_POINTS = 1
+STEP_SIGNATURE = "step(number, title, points=1, *, needs=(), timeout=None)"
 _CHECK_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*(\[.*\])?")
 
 
@@ -24,6 +25,8 @@ class StepInfo:
     number: int
     title: str
     points: int | None  # None: the sum of its checks' points, else DEFAULT_STEP_POINTS
+    needs: tuple[int, ...] = ()  # earlier steps whose results this one grades
+    timeout: float | None = None  # seconds per check; None: the lab's check_timeout
 
     def as_dict(self) -> dict[str, object]:
         return {"step": self.number, "title": self.title, "points": self.points}
@@ -36,22 +39,38 @@ class CheckInfo:
     points: int | None = None
 
 
-def _validate_step(number: int, title: str, points: int | None = None) -> StepInfo:
+def _is_count(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _validate_step(
+    number: int,
+    title: str,
+    points: int | None = None,
+    *,
+    needs: int | Iterable[int] = (),
+    timeout: float | None = None,
+) -> StepInfo:
     """The marker's signature; arguments checked like a function call."""
-    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+    if not _is_count(number, 1):
         raise ValueError(f"the step number must be a positive integer, got {number!r}")
     if not isinstance(title, str) or not title.strip():
         raise ValueError(f"the step title must be a non-empty string, got {title!r}")
-    if points is not None and (not isinstance(points, int) or isinstance(points, bool) or points < 0):
+    if points is not None and not _is_count(points, 0):
         raise ValueError(f"points must be a non-negative integer, got {points!r}")
-    return StepInfo(number, title.strip(), points)
+    needed = (needs,) if isinstance(needs, int) else tuple(needs) if isinstance(needs, (list, tuple)) else None
+    if needed is None or not all(_is_count(step, 1) and step < number for step in needed):
+        raise ValueError(f"needs names earlier steps by number (e.g. needs=5 or needs=(1, 5)), got {needs!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ValueError(f"timeout is a positive number of seconds, got {timeout!r}")
+    return StepInfo(number, title.strip(), points, tuple(sorted(set(needed))), timeout)
 
 
 def _validate_check(name: str | None = None, *, points: int | None = None) -> tuple[str | None, int | None]:
     """The ``check`` marker's signature: an explicit check name and/or the check's own points."""
     if name is not None and (not isinstance(name, str) or not _CHECK_NAME.fullmatch(name)):
         raise ValueError(f"a check name is lower-case words joined by dashes (e.g. 'pending-reason'), got {name!r}")
-    if points is not None and (not isinstance(points, int) or isinstance(points, bool) or points < 0):
+    if points is not None and not _is_count(points, 0):
         raise ValueError(f"points must be a non-negative integer, got {points!r}")
     return name, points
 
@@ -78,7 +97,7 @@ def step_of(item: pytest.Item) -> StepInfo:
     try:
         return _validate_step(*marker.args, **marker.kwargs)
     except (TypeError, ValueError) as error:
-        raise _usage_error(item, "step", error, "step(number, title, points=1)") from None
+        raise _usage_error(item, "step", error, STEP_SIGNATURE) from None
 
 
 def explicit_check(obj: object) -> tuple[str | None, int | None]:
@@ -155,4 +174,17 @@ def validate_points(scores: Iterable[StepScore]) -> None:
             raise pytest.UsageError(
                 f"step {score.step.number} is marked points={score.step.points} but its checks' points add up to {total}; "
                 "drop the step's points or make them agree."
+            )
+
+
+def validate_needs(steps: Iterable[StepInfo]) -> None:
+    """A step needs steps the lab has."""
+    known = list(steps)
+    numbers = {step.number for step in known}
+    for step in known:
+        unknown = [number for number in step.needs if number not in numbers]
+        if unknown:
+            raise pytest.UsageError(
+                f"step {step.number} needs step {', '.join(map(str, unknown))}, which the lab does not have; "
+                f"its steps are {', '.join(map(str, sorted(numbers)))}."
             )

@@ -82,7 +82,7 @@ def test_invalid_step_marker_names_the_test_and_the_signature(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*test_bad.py::test_x: invalid step marker: the step number must be a positive integer*step(number, title, points=1)*"
+            "*test_bad.py::test_x: invalid step marker: the step number must be a positive integer*step(number, title, points=1, *, needs=(), timeout=None)*"
         ]
     )
 
@@ -93,7 +93,7 @@ def test_wrong_answer_is_a_sentence_and_the_report_carries_the_step(pytester):
     result = pytester.runpytest_subprocess(
         "--lab", "gpuop", "test_grader.py", "--json-report", f"--json-report-file={report_path}"
     )
-    result.assert_outcomes(passed=1, failed=2)
+    result.assert_outcomes(passed=1, failed=1, errors=1)
     output = result.stdout.str()
     assert "MAIN_RUNTIMES should be runc, found 'nvidia'. Hint: Read the file." in output
     wrong_section = output.split("test_wrong")[1].split("test_bug")[0]
@@ -105,9 +105,11 @@ def test_wrong_answer_is_a_sentence_and_the_report_carries_the_step(pytester):
     assert "KeyError" in output  # a grader bug keeps its traceback for the author
     result.stdout.fnmatch_lines(
         [
-            "*step 3: FAIL  A wrong answer (0/7)*",
-            "*gpuop.3.wrong: MAIN_RUNTIMES should be runc*",
-            "*step 5: PASS  Fine (1/1)*",
+            "   3  A wrong answer * 0/7  failed",
+            "        MAIN_RUNTIMES should be runc, found 'nvidia'. Hint: Read the file.",
+            "   4  A grader bug * 0/2  error",
+            "        The grader itself failed on this check; this is not your mistake.*",
+            "   5  Fine * 1/1  passed",
             "*total: 1/10 points*",
             "*note on step 3: a note for the learner*",
         ]
@@ -127,27 +129,30 @@ def test_wrong_answer_is_a_sentence_and_the_report_carries_the_step(pytester):
         "hint": "Read the file.",
         "detail": {"found": "nvidia"},
         "internal_error": False,
+        "outcome": "failed",
     }
     assert (
         tests["test_wrong"]["call"]["longrepr"] == "MAIN_RUNTIMES should be runc, found 'nvidia'. Hint: Read the file."
     )
     assert tests["test_bug"]["metadata"]["internal_error"] is True
+    assert tests["test_bug"]["metadata"]["error"] == "KeyError: 'oops'"
     assert tests["test_fine"]["metadata"] == {
         "lab": "gpuop",
         "step": 5,
         "title": "Fine",
         "points": 1,
         "check": "gpuop.5.fine",
+        "outcome": "passed",
     }
     assert report["gpulab"]["earned"] == 1 and report["gpulab"]["possible"] == 10
-    assert [(s["step"], s["earned"], s["passed"]) for s in report["gpulab"]["steps"]] == [
-        (3, 0, False),
-        (4, 0, False),
-        (5, 1, True),
+    assert [(s["number"], s["earned"], s["outcome"]) for s in report["gpulab"]["steps"]] == [
+        (3, 0, "failed"),
+        (4, 0, "error"),
+        (5, 1, "passed"),
     ]
 
 
-def test_unreachable_cluster_fails_live_steps_with_a_message(pytester):
+def test_unreachable_cluster_is_an_error_of_live_steps_with_a_message(pytester):
     pytester.makepyfile(test_live='import pytest\n\n@pytest.mark.step(6, "Live")\ndef test_live(live):\n    pass\n')
     result = pytester.runpytest_subprocess(
         "--lab", "gpuop", "test_live.py", "--kubeconfig", str(pytester.path / "missing")
@@ -162,22 +167,25 @@ def test_a_step_of_several_tests_earns_its_points_only_when_all_pass(pytester):
     pytester.makepyfile(
         test_split="""
 import pytest
+from pytest_gpulab.feedback import fail
 pytestmark = pytest.mark.step(2, "Two checks", points=10)
 
 def test_first():
     pass
 
 def test_second():
-    assert False
+    fail("Wrong.")
 """
     )
     report_path = pytester.path / "report.json"
     result = pytester.runpytest_subprocess(
         "--lab", "gpuop", "test_split.py", "--json-report", f"--json-report-file={report_path}"
     )
-    result.stdout.fnmatch_lines(["*step 2: FAIL  Two checks (0/10)*", "*total: 0/10 points*"])
+    result.stdout.fnmatch_lines(["   2  Two checks * 0/10  failed", "        second: Wrong.", "total: 0/10 points*"])
     steps = json.loads(report_path.read_text())["gpulab"]["steps"]
-    assert [(s["step"], s["earned"], len(s["nodeids"])) for s in steps] == [(2, 0, 2)]
+    assert [(s["number"], s["earned"], [c["outcome"] for c in s["checks"]]) for s in steps] == [
+        (2, 0, ["passed", "failed"])
+    ]
 
 
 def test_a_missing_lab_directory_is_one_clear_sentence(pytester):
@@ -185,7 +193,7 @@ def test_a_missing_lab_directory_is_one_clear_sentence(pytester):
     result = pytester.runpytest_subprocess(
         "--lab", "gpuop", "test_root.py", "--lab-root", str(pytester.path / "nowhere")
     )
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(failed=1)  # the learner's to fix, not an error of the grader
     result.stdout.fnmatch_lines(
         [
             "*The lab directory */nowhere does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH.*"
@@ -212,7 +220,7 @@ def test_grading_writes_nothing_into_the_learners_directory(pytester, form):
     else:
         args = ["--lab-root", "."]
     result = pytester.runpytest_subprocess("--lab", "gpuop", "--kubeconfig", str(root / "missing"), *args)
-    result.stdout.fnmatch_lines(["*total: 0/100 points*"])
+    result.stdout.fnmatch_lines(["total: 0/100 points*"])
     written = {p.name for p in root.iterdir()} - {"stdout", "stderr"} - {p.name for p in root.glob("runpytest-*")}
     assert written == set()  # pytester's own records aside: no .pytest_cache, nothing else
 
@@ -233,7 +241,7 @@ def test_a_learners_conftest_is_never_imported(pytester, tmp_path, where):
             [f"*pytest would import {learner}/conftest.py, inside the learner's directory*another directory*"]
         )
     else:
-        result.stdout.fnmatch_lines(["*total: 0/100 points*"])
+        result.stdout.fnmatch_lines(["total: 0/100 points*"])
 
 
 def test_noconftest_grades_from_a_learners_directory_with_a_conftest(pytester, tmp_path):
@@ -242,7 +250,7 @@ def test_noconftest_grades_from_a_learners_directory_with_a_conftest(pytester, t
     result = pytester.runpytest_subprocess(
         "--lab", "gpuop", f"--lab-root={pytester.path}", "--noconftest", "--kubeconfig", str(tmp_path / "missing")
     )
-    result.stdout.fnmatch_lines(["*total: 0/100 points*"])
+    result.stdout.fnmatch_lines(["total: 0/100 points*"])
     assert not ran.exists()
 
 
@@ -253,9 +261,11 @@ def test_steps_that_never_ran_still_count_as_possible(pytester):
         "--lab", "gpuop", "test_grader.py", "-x", "--json-report", f"--json-report-file={report_path}"
     )
     result.stdout.fnmatch_lines(
-        ["*step 3: FAIL*", "*step 4: FAIL*", "*step 5: FAIL  Fine (0/1)*", "*total: 0/10 points*"]
-    )
-    assert json.loads(report_path.read_text())["gpulab"]["possible"] == 10
+        ["   3  A wrong answer * 0/7  failed", "   4  A grader bug * -/2  not graded", "   5  Fine * -/1  not graded",
+         "total: 0/10 points (steps 4, 5 not graded)*"]
+    )  # fmt: skip
+    summary = json.loads(report_path.read_text())["gpulab"]
+    assert (summary["possible"], summary["possible_graded"], summary["complete"]) == (10, 7, False)
 
 
 def test_any_detail_is_recorded_and_the_report_is_written(pytester):
@@ -285,10 +295,25 @@ def test_odd():
     assert '"2024-01-01"' in metadata["detail"]
 
 
-def test_learner_scripts_get_the_cluster_only_when_a_step_asks(pytester, tmp_path, monkeypatch):
+def test_learner_scripts_get_the_cluster_only_when_a_step_asks(tmp_path, monkeypatch):
+    from pytest_gpulab.containerd import FakeContainerd
+    from pytest_gpulab.scripts import ScriptRunner
+
     monkeypatch.delenv("KUBECONFIG", raising=False)
     script = tmp_path / "show.sh"
     script.write_text('#!/bin/sh\necho "KUBECONFIG=${KUBECONFIG:-}"\ncommand -v containerd\n')
+    script.chmod(0o755)
+    fake = FakeContainerd(tmp_path / "fake")
+    runner = ScriptRunner(tmp_path / "work", 10, lambda: str(tmp_path / "kubeconfig"))
+    plain = runner.run(script, fake=fake)
+    assert plain.result.stdout.splitlines() == ["KUBECONFIG=", str(fake.bin_dir / "containerd")]
+    with_cluster = runner.run(script, fake=fake, cluster=True)
+    assert with_cluster.result.stdout.splitlines()[0] == f"KUBECONFIG={tmp_path / 'kubeconfig'}"
+
+
+def test_a_script_that_needs_an_unreachable_cluster_is_an_error_not_a_wrong_answer(pytester, tmp_path):
+    script = tmp_path / "check.sh"
+    script.write_text("#!/bin/sh\necho OK\n")
     script.chmod(0o755)
     pytester.makepyfile(
         test_scripts=f"""
@@ -296,17 +321,17 @@ import pytest
 from pathlib import Path
 
 @pytest.mark.step(1, "Scripts")
-def test_scripts(learner_script, fake_containerd):
-    plain = learner_script.run(Path({str(script)!r}))
-    assert plain.stdout.splitlines() == ["KUBECONFIG=", str(fake_containerd.bin_dir / "containerd")]
-    with_cluster = learner_script.run(Path({str(script)!r}), cluster=True)
-    assert with_cluster.stdout.splitlines()[0] == "KUBECONFIG={tmp_path / "kubeconfig"}"
+def test_scripts(learner_script):
+    learner_script.run(Path({str(script)!r}), cluster=True)
 """
     )
+    report = tmp_path / "report.json"
     result = pytester.runpytest_subprocess(
-        "--lab", "gpuop", "test_scripts.py", "--kubeconfig", str(tmp_path / "kubeconfig")
+        "--lab", "gpuop", "test_scripts.py", "--kubeconfig", str(tmp_path / "missing"), f"--gpulab-report={report}"
     )
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(errors=1)
+    step = json.loads(report.read_text())["steps"][0]
+    assert step["outcome"] == "error" and step["message"].startswith("Could not reach the lab cluster")
 
 
 def test_a_bad_setting_names_where_it_came_from(pytester, monkeypatch):
@@ -343,7 +368,7 @@ def test_a_lab_folder_is_graded_without_lab(pytester, tmp_path):
     result = pytester.runpytest_subprocess(
         str(folder), f"--lab-root={tmp_path}", "--kubeconfig", str(tmp_path / "missing")
     )
-    result.stdout.fnmatch_lines(["*gpuop/step-1 *", "*lab gpuop (rubric *)*", "*total: 0/100 points*"])
+    result.stdout.fnmatch_lines(["*gpuop/step-1 *", "*lab gpuop: *", "total: 0/100 points*rubric*"])
 
 
 LAB_TOML = 'name = "mini"\ntitle = "Mini"\ndefault_root = "/nonexistent"\nrubric_version = "1"\n'
@@ -371,7 +396,8 @@ def test_right():
 
 @pytest.mark.check("renamed", points=4)
 def test_wrong():
-    assert False
+    from pytest_gpulab.feedback import fail
+    fail("Wrong.")
 """,
     )
     report_path = pytester.path / "report.json"
@@ -379,13 +405,13 @@ def test_wrong():
         f"--lab-dir={folder}", "--json-report", f"--json-report-file={report_path}", "-v"
     )
     result.stdout.fnmatch_lines(
-        ["mini/step-1::right PASSED*", "mini/step-1::renamed FAILED*", "*step 1: FAIL  Split (3/7)*"]
+        ["mini/step-1::right PASSED*", "mini/step-1::renamed FAILED*", "   1  Split * 3/7  failed"]
     )
     step = json.loads(report_path.read_text())["gpulab"]["steps"][0]
     assert (step["earned"], step["points"]) == (3, 7)
-    assert step["checks"] == [
-        {"id": "mini.1.right", "passed": True, "points": 3},
-        {"id": "mini.1.renamed", "passed": False, "points": 4},
+    assert [(c["id"], c["outcome"], c["points"]) for c in step["checks"]] == [
+        ("mini.1.right", "passed", 3),
+        ("mini.1.renamed", "failed", 4),
     ]
 
 
