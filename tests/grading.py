@@ -29,28 +29,32 @@ def json_report(pytester: pytest.Pytester, lab: str, root: Path, cluster: KwokCl
 
 @dataclass
 class StepResult:
-    """A step over its checks: failed if any check did, with every failing check's message."""
+    """A step as the grading report has it: its outcome, and every unsuccessful check's learner text."""
 
     outcome: str = "passed"
     message: str = ""
-    checks: list[dict] = field(default_factory=list)  # each check's metadata
+    checks: list[dict] = field(default_factory=list)  # each check's pytest-json-report metadata
+    report: dict = field(default_factory=dict)  # the step in the grading report
 
     @property
     def notes(self) -> list[str]:
         return [note for check in self.checks for note in check.get("notes", [])]
 
 
+def _learner_text(part: dict) -> str:
+    return f"{part['message']} Hint: {part['hint']}" if part.get("hint") else part.get("message") or ""
+
+
 def grade(pytester: pytest.Pytester, lab: str, root: Path, cluster: KwokCluster, *args: str) -> dict[int, StepResult]:
-    """Grade ``root``: each step's outcome, its failing checks' messages and their metadata."""
-    steps: dict[int, StepResult] = {}
-    for test in json_report(pytester, lab, root, cluster, *args)["tests"]:
-        step = steps.setdefault(test["metadata"]["step"], StepResult())
-        step.checks.append(test["metadata"])
-        failed_stage = next((test[s] for s in ("setup", "call") if s in test and test[s]["outcome"] != "passed"), None)
-        if failed_stage is not None:
-            step.outcome = "failed"
-            step.message += (failed_stage.get("longrepr") or "") + "\n"
-    assert set(steps) == set(range(1, 9))
+    """Grade ``root``: each step's outcome, its unsuccessful checks' messages and their metadata."""
+    report = json_report(pytester, lab, root, cluster, *args)
+    steps = {step["number"]: StepResult(step["outcome"], report=step) for step in report["gpulab"]["steps"]}
+    for step in steps.values():
+        texts = [_learner_text(step.report)] + [_learner_text(c) for c in step.report["checks"] if c["outcome"] != "passed"]
+        step.message = "\n".join(dict.fromkeys(text for text in texts if text))
+    for test in report["tests"]:
+        steps[test["metadata"]["step"]].checks.append(test["metadata"])
+    assert set(steps) == set(range(1, 9)) and report["gpulab"]["complete"], report["gpulab"]
     return steps
 
 
@@ -107,6 +111,8 @@ def assert_untouched_start_fails_every_step_cleanly(pytester, lab: str, root: Pa
     start = grade(pytester, lab, root, cluster)
     assert set(failing(start)) == set(range(1, 9))
     for number, step in start.items():
-        failed = [check for check in step.checks if "internal_error" in check]
-        assert failed and all(check["internal_error"] is False for check in failed), (number, step.checks)
+        assert step.outcome in ("failed", "blocked"), (number, step.report)
+        if step.outcome == "blocked":  # named with its cause: the earlier step, and what it said
+            assert step.report["message"].startswith(f"Blocked by step {step.report['blocked_by'][0]}:"), step.report
+            assert "Because step" in step.report["message"], step.report
         assert step.message and "Traceback" not in step.message, (number, step.message)

@@ -9,12 +9,12 @@ DaemonSet, as the taint did, and whose DaemonSet status stays self-consistent, a
 import pytest
 
 from pytest_gpulab.clusterview import DoctoredView
-from pytest_gpulab.feedback import expect, listed
+from pytest_gpulab.feedback import blocked_unless, expect, listed
 from pytest_gpulab.nodes import coverage_gaps, daemonset_owner, name_of
 from pytest_gpulab.parsing import dig
 from pytest_gpulab.verdicts import expect_verdict, findings_in, says_ok
 
-pytestmark = pytest.mark.step(4, "ds-coverage.sh checks coverage by labels, not by status", points=15)
+pytestmark = pytest.mark.step(4, "ds-coverage.sh checks coverage by labels, not by status", points=15, needs=1)
 
 SCRIPT = "bin/ds-coverage.sh"
 SAVED = "out/coverage.txt"
@@ -64,7 +64,7 @@ def test_namespace_without_daemonsets(coverage, live, quiet_namespace):
 
 def test_finds_pods_that_are_gone(script_runner, learner, live, lab_random, tmp_path):
     pods = [pod for pod in live.list("Pod", OPERATOR) if daemonset_owner(pod)]
-    expect(pods, f"{OPERATOR} has no DaemonSet Pods to check coverage of; step 1 deploys them.")
+    blocked_unless(pods, f"a DaemonSet Pod in {OPERATOR}, which step 1 deploys,")
     by_owner: dict[str, list] = {}
     for pod in sorted(pods, key=name_of):
         by_owner.setdefault(str(daemonset_owner(pod)), []).append(pod)

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pytest_gpulab.feedback import expect
+from pytest_gpulab.feedback import blocked_unless, expect
 from pytest_gpulab.kube import condition
 from pytest_gpulab.nodes import name_of
 from pytest_gpulab.verdicts import expect_verdict
 
-pytestmark = pytest.mark.step(6, "mcp-stale.sh alerts on updates that never finish", points=10)
+pytestmark = pytest.mark.step(6, "mcp-stale.sh alerts on updates that never finish", points=10, needs=5)
 
 SCRIPT = "bin/mcp-stale.sh"
 DEFAULT_MINUTES = 30
@@ -37,10 +37,7 @@ def pools(lab_cluster):
     """Each pool's Updating-since time (None when it is not updating)."""
     live = lab_cluster.live_or_fail()
     found = {name_of(pool): updating_since(pool) for pool in live.list("MachineConfigPool")}
-    expect(
-        found.get("worker"),
-        "The pool worker is not Updating in the cluster, so there is nothing to alert on; step 5 sets its status.",
-    )
+    blocked_unless(found.get("worker"), "an Updating status on the pool worker, which step 5 sets,")
     return found
 
 

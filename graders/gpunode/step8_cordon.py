@@ -3,12 +3,12 @@
 import pytest
 
 from pytest_gpulab.answers import Answer, expect_answers, items, number, word, yes_no
-from pytest_gpulab.feedback import expect
+from pytest_gpulab.feedback import blocked_unless, expect
 from pytest_gpulab.kube import Rollout, advertised
 from pytest_gpulab.nodes import daemonset_owner, is_cordoned, name_of, taints
 from pytest_gpulab.parsing import dig
 
-pytestmark = pytest.mark.step(8, "The taint removed, the node cordoned, the impact recorded", points=10)
+pytestmark = pytest.mark.step(8, "The taint removed, the node cordoned, the impact recorded", points=10, needs=3)
 
 NODE = "lab-node-2"
 NAMESPACE = "nvidia-gpu-operator"
@@ -53,7 +53,7 @@ def test_agents_back_on_every_node(live, lab):
 
 def test_reserved_job_runs(live):
     pod = live.wait_for("Pod", "research/a100-job", lambda p: dig(p, "status", "phase") == "Running", WAIT_SECONDS)
-    expect(pod, "The Pod research/a100-job is not in the cluster; step 3 creates it.")
+    blocked_unless(pod, "the Pod research/a100-job, which step 3 creates,")
     expect(
         dig(pod, "status", "phase") == "Running" and dig(pod, "spec", "nodeName") == NODE,
         f"a100-job should run on {NODE} once its GPUs are back; it is {dig(pod, 'status', 'phase')} on {dig(pod, 'spec', 'nodeName') or 'no node'}.",

@@ -2,11 +2,11 @@
 
 import pytest
 
-from pytest_gpulab.feedback import expect, listed, shown
+from pytest_gpulab.feedback import blocked_unless, expect, listed, shown
 from pytest_gpulab.kube import expect_advertises
 from pytest_gpulab.parsing import dig
 
-pytestmark = pytest.mark.step(6, "GPU advertised through the node status", points=10)
+pytestmark = pytest.mark.step(6, "GPU advertised through the node status", points=10, needs=5)
 
 GPU_NODE = "lab-node-0"  # the lab patches this node's status (step 6)
 SLICED_NODE = "lab-node-1"  # and this one's in step 7, which may come before the table is written
@@ -22,7 +22,7 @@ def test_node_advertises_gpus(live, lab):
 
 def test_cuda_probe_runs_on_the_gpu_node(live):
     pod = live.wait_for("Pod", "gpu-lab/cuda-probe", lambda p: dig(p, "status", "phase") == "Running", POD_WAIT_SECONDS)
-    expect(pod, "The Pod gpu-lab/cuda-probe is not in the cluster (step 5 creates it).")
+    blocked_unless(pod, "the Pod gpu-lab/cuda-probe, which step 5 creates,")
     node, phase = dig(pod, "spec", "nodeName"), dig(pod, "status", "phase")
     expect(
         node == GPU_NODE and phase == "Running",

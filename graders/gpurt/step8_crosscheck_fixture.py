@@ -3,10 +3,10 @@
 import pytest
 
 from pytest_gpulab.containerd_toml import loaded_handlers
-from pytest_gpulab.feedback import expect, listed
+from pytest_gpulab.feedback import blocked_unless, expect, listed
 from pytest_gpulab.kube import handlers_of
 
-pytestmark = pytest.mark.step(8, "The checker on a partly loaded dump", points=10)
+pytestmark = pytest.mark.step(8, "The checker on a partly loaded dump", points=10, needs=1)
 
 FIXTURE = "fixtures/dump-node1.toml"
 OUTPUT = "out/crosscheck.txt"
@@ -15,7 +15,7 @@ OUTPUT = "out/crosscheck.txt"
 @pytest.fixture(scope="module")
 def required(lab_cluster):
     handlers = handlers_of(lab_cluster.live_or_fail().list("RuntimeClass"))
-    expect(handlers - {"runc"}, "The cluster has no RuntimeClass to check against; step 1 creates them.")
+    blocked_unless(handlers - {"runc"}, "a RuntimeClass to check against, which step 1 creates,")
     return handlers
 
 
