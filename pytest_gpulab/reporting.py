@@ -173,7 +173,7 @@ def _because(result: StepResult, earlier: dict[int, StepResult]) -> str:
         elif before.outcome == PASSED:
             reasons.append(f"step {number} passed, but what it made is not there now; redo step {number}")
         else:
-            reasons.append(f"step {number} {before.outcome}: {before.message}")
+            reasons.append(f"step {number} {before.outcome}: {(before.message or '').rstrip('.')}")
     return listed(reasons)
 
 

@@ -77,7 +77,7 @@ class GradingReports:
         if report.when == "teardown" and report.nodeid in self.config.stash.get(results_key, {}):
             self.write()
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)  # before pytest-json-report's, which may fail
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)

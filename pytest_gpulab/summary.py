@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from .reporting import NOT_GRADED, PASSED, StepResult, first_text
+from .reporting import BLOCKED, NOT_GRADED, PASSED, StepResult, first_text
 
 WIDTH = 80
 TITLE_WIDTH = 48
@@ -32,25 +32,35 @@ def _wrapped(text: str) -> list[str]:
     )
 
 
-def why_lines(result: StepResult) -> list[str]:
-    """The first failing check's sentence (named, when the step has several checks), and how many more."""
+def why_lines(result: StepResult, said: dict[str, int]) -> list[str]:
+    """The first failing check's sentence (named, when the step has several checks), and which others say
+    something else; a sentence an earlier step already printed is referred to, not repeated."""
     if result.outcome in (PASSED, NOT_GRADED) or not result.message:
         return []
-    failing = [run for run in result.checks if run.outcome not in (PASSED, NOT_GRADED)]
-    speaker = next((run for run in failing if run.message), None)
+    text = first_text(result) or ""
+    if text in said:
+        return _wrapped(f"The same cause as step {said[text]}.")
+    said[text] = result.step.number
+    failing = [run for run in result.checks if run.outcome not in (PASSED, NOT_GRADED) and run.message]
+    speaker = next((run for run in failing if run.outcome == result.outcome), None)
     named = f"{speaker.check.name}: " if speaker is not None and len(result.checks) > 1 else ""
-    lines = _wrapped(named + (first_text(result) or ""))
-    others = [run.check.name for run in failing if run is not speaker and run.message]
+    others = [
+        run.check.name
+        for run in failing
+        if run.outcome != BLOCKED and speaker is not None and run.learner_text != speaker.learner_text
+    ]
+    lines = _wrapped(named + text)
     if others:
-        lines += _wrapped(f"(and {len(others)} more: {', '.join(others)}; the report and -v say what)")
+        lines += _wrapped(f"(and {len(others)} more: {', '.join(others)}; -v or the report says what)")
     return lines
 
 
 def terminal_lines(results: list[StepResult], lab: str, rubric: str, seed: int, notes: list[str]) -> list[str]:
     """The table of steps, the total, then the notes for the learner."""
     lines = [f"{'step':>4}  {'title':<{TITLE_WIDTH}} {'points':>7}  outcome"]
+    said: dict[str, int] = {}
     for result in results:
-        lines += [step_row(result), *why_lines(result)]
+        lines += [step_row(result), *why_lines(result, said)]
     left_out = [str(result.step.number) for result in results if result.outcome == NOT_GRADED]
     total = f"total: {sum(r.earned for r in results)}/{sum(r.possible for r in results)} points"
     if left_out:

@@ -50,7 +50,9 @@ def grade(pytester: pytest.Pytester, lab: str, root: Path, cluster: KwokCluster,
     report = json_report(pytester, lab, root, cluster, *args)
     steps = {step["number"]: StepResult(step["outcome"], report=step) for step in report["gpulab"]["steps"]}
     for step in steps.values():
-        texts = [_learner_text(step.report)] + [_learner_text(c) for c in step.report["checks"] if c["outcome"] != "passed"]
+        texts = [_learner_text(step.report)] + [
+            _learner_text(c) for c in step.report["checks"] if c["outcome"] != "passed"
+        ]
         step.message = "\n".join(dict.fromkeys(text for text in texts if text))
     for test in report["tests"]:
         steps[test["metadata"]["step"]].checks.append(test["metadata"])

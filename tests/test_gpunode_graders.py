@@ -68,5 +68,7 @@ def test_start_fails_every_step_then_status_at_create_time_fails_step_5(pytester
         failures = grading.failing(grading.grade(pytester, LAB, root, cluster))
     assert set(failures) == {5, 6}, failures
     assert "dropped at create time" in failures[5] and "--subresource=status" in failures[5]
-    assert failures[6].startswith("Blocked by step 5: An Updating status on the pool worker, which step 5 sets, is missing.")
+    assert failures[6].startswith(
+        "Blocked by step 5: An Updating status on the pool worker, which step 5 sets, is missing."
+    )
     assert "Because step 5 failed: " in failures[6] and "dropped at create time" in failures[6]

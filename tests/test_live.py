@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.feedback import StepFailed
+from pytest_gpulab.feedback import GradingError
 from pytest_gpulab.live import LiveCluster
 
 
@@ -24,14 +24,14 @@ def test_reads_objects_and_says_none_for_a_missing_one(gpuop_cluster):
     assert not [name for name in dir(live) if name.startswith(("create", "patch", "delete", "put", "post", "replace"))]
 
 
-def test_a_cluster_that_stopped_answering_fails_the_step(tmp_path):
+def test_a_cluster_that_stopped_answering_is_a_grading_error(tmp_path):
     from pytest_gpulab.kwok import KwokCluster
 
     with KwokCluster.for_lab("gpuop", name="tests-vanishing", workdir=tmp_path / "kwok") as cluster:
         live = LiveCluster.from_kubeconfig(str(cluster.kubeconfig))
         live.probe()
     with pytest.raises(
-        StepFailed, match=r"The lab cluster did not answer \(.+\) when the grader read /api/v1/nodes/lab-node-0"
+        GradingError, match=r"The lab cluster did not answer \(.+\) when the grader read /api/v1/nodes/lab-node-0"
     ):
         live.get("Node", "lab-node-0")
 
