@@ -7,7 +7,7 @@ import textwrap
 from .reporting import BLOCKED, NOT_GRADED, PASSED, StepResult, first_text
 
 WIDTH = 80
-TITLE_WIDTH = 48
+TITLE_WIDTH = 54  # the widest row, "not graded", is then 80 columns
 MESSAGE_LINES = 4
 INDENT = " " * 8
 

@@ -436,6 +436,14 @@ def test_wrong():
             'import pytest\npytestmark = pytest.mark.step(1, "One")\n@pytest.mark.check("Bad Name")\ndef test_x():\n    pass\n',
             "invalid check marker",
         ),
+        (
+            'import pytest\npytestmark = pytest.mark.step(1, "One", needs=1)\ndef test_x():\n    pass\n',
+            "needs names earlier steps by number",
+        ),
+        (
+            'import pytest\npytestmark = pytest.mark.step(1, "One", timeout="soon")\ndef test_x():\n    pass\n',
+            "timeout is a positive number of seconds",
+        ),
     ],
 )
 def test_an_authors_marker_mistake_is_a_usage_error(pytester, module, says):
@@ -443,3 +451,11 @@ def test_an_authors_marker_mistake_is_a_usage_error(pytester, module, says):
     result = pytester.runpytest_subprocess(f"--lab-dir={folder}", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert says in result.stderr.str()
+
+
+def test_a_step_needing_a_step_the_lab_lacks_is_a_usage_error(pytester):
+    module = 'import pytest\npytestmark = pytest.mark.step(3, "Three", needs=2)\ndef test_x():\n    pass\n'
+    folder = mini_lab(pytester, step3_x=module)
+    result = pytester.runpytest_subprocess(f"--lab-dir={folder}", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "step 3 needs step 2, which the lab does not have; its steps are 3." in result.stderr.str()
