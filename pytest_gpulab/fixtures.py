@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from . import sandbox
 from .containerd import FakeContainerd
 from .feedback import GradingError, fail
 from .kwok import KwokCluster, KwokClusterError
@@ -147,16 +148,25 @@ def fake_containerd(tmp_path: Path) -> FakeContainerd:
 
 @pytest.fixture(scope="session")
 def script_runner(
-    tmp_path_factory: pytest.TempPathFactory, gpulab_settings: RunSettings, request: pytest.FixtureRequest
-) -> ScriptRunner:
-    """Runs learner scripts for any scope (e.g. a step module's fixture shared by its checks)."""
+    tmp_path_factory: pytest.TempPathFactory, gpulab_settings: RunSettings, lab: Lab, request: pytest.FixtureRequest
+) -> Iterator[ScriptRunner]:
+    """Runs learner scripts for any scope (e.g. a step module's fixture shared by its checks), sandboxed."""
 
     def kubeconfig() -> str | None:
         connection: LabClusterConnection = request.getfixturevalue("lab_cluster")
         connection.live_or_fail()  # a checker run on an unreachable cluster is an error, not a wrong answer
         return connection.kubeconfig
 
-    return ScriptRunner(tmp_path_factory.mktemp("learner-scripts"), gpulab_settings.script_timeout, kubeconfig)
+    root = (gpulab_settings.lab_root or lab.default_root).absolute()
+    runner = ScriptRunner(
+        tmp_path_factory.mktemp("learner-scripts"),
+        gpulab_settings.script_timeout,
+        kubeconfig,
+        lab_root=root if root.is_dir() else None,
+        sandbox=sandbox.probe(),
+    )
+    yield runner
+    runner.close()
 
 
 @pytest.fixture

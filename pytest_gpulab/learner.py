@@ -36,9 +36,22 @@ class LearnerFile:
     def executable(self) -> bool:
         return os.access(self.path, os.X_OK)
 
+    @property
+    def readable(self) -> Path:
+        """The path, once it is known to stay inside the lab directory: a link out of it is not followed,
+        so no file of the machine's (``/etc/shadow``) is ever read, or quoted, as the learner's."""
+        __tracebackhide__ = True
+        try:
+            inside = self.root.resolve() in self.path.resolve().parents
+        except (OSError, RuntimeError):  # a symlink loop
+            inside = False
+        if not inside:
+            fail(f"{self} leads out of the lab directory (a symbolic link); make it a regular file there.")
+        return self.path
+
     def text(self) -> str:
         __tracebackhide__ = True
-        return parsing.read_text(self.path, self.relative)
+        return parsing.read_text(self.readable, self.relative)
 
     def lines(self, count: int) -> list[str]:
         """The first ``count`` lines that are neither blank nor ``#`` comments."""
@@ -52,7 +65,7 @@ class LearnerFile:
 
     def toml(self) -> dict[str, Any]:
         __tracebackhide__ = True
-        return parsing.load_toml(self.path, self.relative)
+        return parsing.load_toml(self.readable, self.relative)
 
     def toml_or_none(self) -> dict[str, Any] | None:
         """The TOML document, or None when it cannot be read: another step grades this file."""
@@ -64,7 +77,7 @@ class LearnerFile:
     def objects(self) -> list[dict[str, Any]]:
         """Every Kubernetes object in the file (all documents, ``kind: List`` expanded)."""
         __tracebackhide__ = True
-        return parsing.load_yaml_documents(self.path, self.relative)
+        return parsing.load_yaml_documents(self.readable, self.relative)
 
     def object(self, kind: str, name: str) -> dict[str, Any]:
         """The object of ``kind`` named ``name`` in the file; a failure saying so when it is not there."""
@@ -80,12 +93,12 @@ class LearnerFile:
     def key_values(self, *required: str) -> dict[str, str]:
         """The ``KEY=VALUE`` lines; a missing required key, or one given twice, fails."""
         __tracebackhide__ = True
-        return parsing.read_key_values(self.path, self.relative, required=required)
+        return parsing.read_key_values(self.readable, self.relative, required=required)
 
     def amount_table(self) -> dict[str, list[int | str]]:
         """A NAME/AMOUNT table as {name: [amount, ...]} (see :func:`parsing.read_amount_table`)."""
         __tracebackhide__ = True
-        return parsing.read_amount_table(self.path, self.relative)
+        return parsing.read_amount_table(self.readable, self.relative)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ import yaml
 from .feedback import StepFailed, fail
 
 MAX_FILE_BYTES = 1024 * 1024
+MAX_YAML_VALUES = 200_000  # once aliases are expanded: a manifest, not a "billion laughs"
+MAX_YAML_DOCUMENTS = 1000
+MAX_YAML_DEPTH = 100
 
 
 def read_text(path: Path, display: str | None = None) -> str:
@@ -60,12 +63,19 @@ def load_yaml_documents(path: Path, display: str | None = None) -> list[dict[str
     __tracebackhide__ = True
     display = display or str(path)
     text = read_text(path, display)
+    if _flow_depth(text) > MAX_YAML_DEPTH:
+        fail(f"{display} is nested too deeply to be a Kubernetes manifest.")
     try:
-        documents = list(yaml.safe_load_all(text))
+        values = sum(_expanded_size(node, {}) for node in yaml.compose_all(text, Loader=yaml.SafeLoader))
+        documents = list(yaml.safe_load_all(text)) if values <= MAX_YAML_VALUES else []
     except yaml.YAMLError as error:
         fail(f"{display} is not valid YAML: {' '.join(str(error).split())}")
     except RecursionError:
         fail(f"{display} is nested too deeply to be a Kubernetes manifest.")
+    if values > MAX_YAML_VALUES:
+        fail(f"{display} expands to more than {MAX_YAML_VALUES} values (through YAML aliases); write its objects out.")
+    if len(documents) > MAX_YAML_DOCUMENTS:
+        fail(f"{display} holds {len(documents)} documents; the step asks for a few objects.")
     objects: list[dict[str, Any]] = []
     for document in documents:
         if document is None:
@@ -77,6 +87,36 @@ def load_yaml_documents(path: Path, display: str | None = None) -> list[dict[str
         else:
             objects.append(document)
     return objects
+
+
+def _flow_depth(text: str) -> int:
+    """How deep ``[`` and ``{`` nest outside quotes: a cheap look before the parser recurses."""
+    depth = deepest = 0
+    quote = ""
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _expanded_size(node: yaml.Node | None, sizes: dict[int, int]) -> int:
+    """How many values ``node`` stands for once its aliases are expanded; each node is sized once."""
+    if node is None:
+        return 0
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a node inside itself counts once
+        if isinstance(node, yaml.SequenceNode):
+            sizes[id(node)] = 1 + sum(_expanded_size(item, sizes) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            sizes[id(node)] = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    return sizes[id(node)]
 
 
 def find_object(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any] | None:

@@ -27,79 +27,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .pipes import Budget, PipeReader
+from .sandbox import Exposure, Sandbox
+from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "ScriptResult", "ScriptRun", "run_script"]
+__all__ = ["DEFAULT_LIMITS", "Limits", "SandboxPlan", "ScriptResult", "ScriptRun", "run_script"]
 
 _START_ERRORS = (OSError, subprocess.SubprocessError)
 
 
 @dataclass(frozen=True)
-class Limits:
-    """Every bound on a run, defined here only; times are in seconds."""
+class SandboxPlan:
+    """A sandbox and what a run in it sees (see :mod:`pytest_gpulab.sandbox`)."""
 
-    timeout: float = 20
-    output_limit: int = 64 * 1024  # bytes kept per stream
-    kill_after_bytes: int = 1024 * 1024  # both streams together
-    poll: float = 0.02  # how often the supervisor looks at the process
-    kill_wait: float = 5.0  # bounded wait for a SIGKILLed process to be reaped
-    drain_wait: float = 1.5  # bounded wait for the pipes to reach EOF once the group is gone
-    stop_wait: float = 1.0  # bounded wait for a reader told to stop
-    read_poll: float = 0.1  # how often a reader looks at its stop flag
+    sandbox: Sandbox
+    exposures: tuple[Exposure, ...]
+    hidden: tuple[Path, ...] = ()
 
-
-DEFAULT_LIMITS = Limits()
-
-
-def _human_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.1f} MiB"
-    if n >= 1 << 10:
-        return f"{n / (1 << 10):.1f} KiB"
-    return f"{n} bytes"
-
-
-@dataclass
-class ScriptResult:
-    command: list[str]
-    exit_code: int | None  # None when killed (by us or by a signal)
-    stdout: str
-    stderr: str
-    timed_out: bool
-    flooded: bool
-    ran_with_bash: bool
-    duration: float
-    timeout: float = DEFAULT_LIMITS.timeout
-    kill_after_bytes: int = DEFAULT_LIMITS.kill_after_bytes
-    stdout_bytes: int = 0  # bytes the script printed, kept or not
-    stderr_bytes: int = 0
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-    signal: int | None = None  # the signal that ended it, if it was not us
-    start_error: str | None = None  # the script could not be started at all
-
-    def describe(self) -> str:
-        """A short human summary: "exited 1", "was stopped after 20 s (timeout)"."""
-        if self.start_error is not None:
-            return f"could not be started: {self.start_error}"
-        if self.timed_out:
-            return f"was stopped after {self.timeout:g} s (timeout)"
-        if self.flooded:
-            return f"was stopped: it printed more than {_human_bytes(self.kill_after_bytes)}"
-        if self.exit_code is not None:
-            return f"exited {self.exit_code}"
-        if self.signal is not None:
-            try:
-                name = signal.Signals(self.signal).name
-            except ValueError:
-                name = f"signal {self.signal}"
-            return f"was killed by {name}"
-        return "was killed"
-
-    def stdout_lines(self) -> list[str]:
-        return self.stdout.splitlines()
+    def wrap(self, command: Sequence[str]) -> list[str]:
+        return self.sandbox.wrap(command, self.exposures, self.hidden)
 
 
 def _killpg(pid: int) -> None:
@@ -166,9 +111,11 @@ class ScriptRun:
         path_prefix: Sequence[Path] = (),
         extra_env: Mapping[str, str] | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        sandbox: SandboxPlan | None = None,
     ) -> None:
         self.script, self.cwd = _checked_paths(script, cwd)
         self.limits = limits
+        self.sandbox = sandbox
         self.env = dict(os.environ)
         if extra_env:
             self.env.update(extra_env)
@@ -184,9 +131,23 @@ class ScriptRun:
         self.timed_out = self.flooded = False
         self.returncode: int | None = None
 
+    def _sandboxed_start_error(self) -> ScriptResult | None:
+        """In the sandbox the exec happens out of sight: decide bash, or a missing #! interpreter, here."""
+        interpreter = _shebang(self.script)
+        if interpreter is None:
+            self.ran_with_bash, self.command = True, self.with_bash
+            return None
+        program = interpreter.split()[0] if interpreter.split() else interpreter
+        if (program.startswith("/") and not os.path.exists(program)) or interpreter.endswith("\r"):
+            self.ran_with_bash = False
+            return self._not_started(FileNotFoundError(errno.ENOENT, "No such file or directory", program))
+        return None
+
     def start(self) -> ScriptResult | None:
         """Start the script, falling back to bash; when it cannot start, the result saying why."""
         self.started = time.monotonic()
+        if self.sandbox is not None and not self.ran_with_bash and (failure := self._sandboxed_start_error()):
+            return failure
         try:
             self.proc = self._spawn()
         except _START_ERRORS as exc:
@@ -207,8 +168,9 @@ class ScriptRun:
         return None
 
     def _spawn(self) -> subprocess.Popen[bytes]:
+        command = self.command if self.sandbox is None else self.sandbox.wrap(self.command)
         return subprocess.Popen(
-            self.command,
+            command,
             cwd=self.cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -322,6 +284,7 @@ def run_script(
     timeout: float = DEFAULT_LIMITS.timeout,
     output_limit: int = DEFAULT_LIMITS.output_limit,
     kill_after_bytes: int = DEFAULT_LIMITS.kill_after_bytes,
+    sandbox: SandboxPlan | None = None,
 ) -> ScriptResult:
     """Run ``script`` with ``args`` and return what happened.
 
@@ -334,7 +297,7 @@ def run_script(
     file) and NotADirectoryError when ``cwd`` is not a directory.
     """
     limits = replace(DEFAULT_LIMITS, timeout=timeout, output_limit=output_limit, kill_after_bytes=kill_after_bytes)
-    run = ScriptRun(script, args, cwd=cwd, path_prefix=path_prefix, extra_env=extra_env, limits=limits)
+    run = ScriptRun(script, args, cwd=cwd, path_prefix=path_prefix, extra_env=extra_env, limits=limits, sandbox=sandbox)
     failure = run.start()
     if failure is not None:
         return failure

@@ -14,13 +14,17 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import toolchain
-from .containerd import FakeContainerd
+from .containerd import FakeContainerd, shim_path
 from .feedback import fail
 from .learner import LearnerFile
-from .runner import ScriptResult, run_script
+from .runner import SandboxPlan, ScriptResult, run_script
+from .sandbox import Exposure, Sandbox, snapshot, tool_paths
+
+if TYPE_CHECKING:
+    from .clusterview import DoctoredView
 
 
 def path_without(command: str, path: str) -> str:
@@ -67,13 +71,63 @@ class LearnerRun:
 
 
 class ScriptRunner:
-    """Runs learner scripts below ``work``, one fresh directory per run."""
+    """Runs learner scripts below ``work``, one fresh directory per run; in ``sandbox`` when given, where
+    the lab root is a read-only snapshot and the cluster is reached through a read-only view of it."""
 
-    def __init__(self, work: Path, timeout: float, kubeconfig: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        work: Path,
+        timeout: float,
+        kubeconfig: Callable[[], str | None],
+        *,
+        lab_root: Path | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self.work = Path(work)
         self.timeout = timeout
         self._kubeconfig = kubeconfig
         self._counter = itertools.count(1)
+        self.lab_root = lab_root
+        self.sandbox = sandbox
+        self._view: DoctoredView | None = None
+
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.__exit__(None, None, None)
+            self._view = None
+
+    def _cluster_kubeconfig(self) -> str | None:
+        """The lab cluster's kubeconfig; in the sandbox, that of a read-only view of it (writes are refused)."""
+        upstream = self._kubeconfig()
+        if self.sandbox is None:
+            return upstream
+        if self._view is None:
+            from .clusterview import DoctoredView  # the kubernetes client is slow to import
+
+            view = DoctoredView(upstream or os.path.expanduser("~/.kube/config"), (), self.work / "cluster-view")
+            self._view = view.__enter__()
+        return str(self._view.kubeconfig)
+
+    def _plan(self, script: Path, fake: FakeContainerd, scratch: Path, env: dict[str, str]) -> SandboxPlan | None:
+        """What the script sees in the sandbox: the lab root (or its own folder), read-only; its scratch and
+        the fake containerd's state, writable; the tools on PATH and the kubeconfig it is given, read-only."""
+        if self.sandbox is None:
+            return None
+        uid, gid = self.sandbox.user or (os.getuid(), os.getgid())
+        for writable in (scratch, fake.state_dir):
+            os.chown(writable, uid, gid)
+        root = self.lab_root
+        if root is not None and root in script.parents:
+            seen = [Exposure(snapshot(root, self.work / "lab-snapshot"), root)]
+        else:
+            seen = [Exposure(script.parent, script.parent)]
+        seen += [Exposure(scratch, scratch, read_only=False), Exposure(fake.directory, fake.directory, False)]
+        seen += [Exposure(tool, tool) for tool in tool_paths(env.get("PATH", "")) if tool != Path("/")]
+        seen.append(Exposure(shim_path().parent, shim_path().parent))
+        if kubeconfig := env.get("KUBECONFIG"):
+            seen.append(Exposure(Path(kubeconfig), Path(kubeconfig)))
+        hidden = (root.parent,) if root is not None and root.parent != Path("/") else ()
+        return SandboxPlan(self.sandbox, tuple(seen), hidden)
 
     def _environment(
         self, fake: FakeContainerd, *, cluster: bool, containerd: bool, kubeconfig: str | None = None
@@ -83,7 +137,7 @@ class ScriptRunner:
         if not containerd:
             extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
         if cluster:
-            if kubeconfig := kubeconfig or self._kubeconfig():
+            if kubeconfig := kubeconfig or self._cluster_kubeconfig():
                 extra["KUBECONFIG"] = kubeconfig
             prefix.append(toolchain.bin_dir())
         return prefix, extra
@@ -120,9 +174,13 @@ class ScriptRunner:
         scratch = scratch or run_dir / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
         prefix, extra = self._environment(fake, cluster=cluster, containerd=containerd, kubeconfig=kubeconfig)
-        return LearnerRun(
-            run_script(path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout), fake
+        env = {**os.environ, **extra}
+        env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
+        plan = self._plan(Path(os.path.abspath(path)), fake, scratch, env)
+        result = run_script(
+            path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
         )
+        return LearnerRun(result, fake)
 
     def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:
         return ScriptRuns(self, script)

@@ -1,0 +1,75 @@
+"""What a learner script run is bounded by, and what became of it."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every bound on a run, defined here only; times are in seconds."""
+
+    timeout: float = 20
+    output_limit: int = 64 * 1024  # bytes kept per stream
+    kill_after_bytes: int = 1024 * 1024  # both streams together
+    poll: float = 0.02  # how often the supervisor looks at the process
+    kill_wait: float = 5.0  # bounded wait for a SIGKILLed process to be reaped
+    drain_wait: float = 1.5  # bounded wait for the pipes to reach EOF once the group is gone
+    stop_wait: float = 1.0  # bounded wait for a reader told to stop
+    read_poll: float = 0.1  # how often a reader looks at its stop flag
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def _human_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):.1f} KiB"
+    return f"{n} bytes"
+
+
+@dataclass
+class ScriptResult:
+    command: list[str]
+    exit_code: int | None  # None when killed (by us or by a signal)
+    stdout: str
+    stderr: str
+    timed_out: bool
+    flooded: bool
+    ran_with_bash: bool
+    duration: float
+    timeout: float = DEFAULT_LIMITS.timeout
+    kill_after_bytes: int = DEFAULT_LIMITS.kill_after_bytes
+    stdout_bytes: int = 0  # bytes the script printed, kept or not
+    stderr_bytes: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    signal: int | None = None  # the signal that ended it, if it was not us
+    start_error: str | None = None  # the script could not be started at all
+
+    def describe(self) -> str:
+        """A short human summary: "exited 1", "was stopped after 20 s (timeout)"."""
+        if self.start_error is not None:
+            return f"could not be started: {self.start_error}"
+        if self.timed_out:
+            return f"was stopped after {self.timeout:g} s (timeout)"
+        if self.flooded:
+            return f"was stopped: it printed more than {_human_bytes(self.kill_after_bytes)}"
+        if self.exit_code is not None:
+            return f"exited {self.exit_code}"
+        if self.signal is not None:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            return f"was killed by {name}"
+        return "was killed"
+
+    def stdout_lines(self) -> list[str]:
+        return self.stdout.splitlines()

@@ -1,0 +1,251 @@
+"""Hostile input, one table: each learner file or script ends as a clean failure (or a clean run), bounded.
+
+Files are read through ``LearnerFile`` as every grader reads them; scripts are run by the grader's
+``ScriptRunner`` in the sandbox of this machine. Nothing outside a run's scratch directory may change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_gpulab import sandbox
+from pytest_gpulab.feedback import StepFailed
+from pytest_gpulab.learner import LearnerWork
+from pytest_gpulab.scripts import ScriptRunner
+
+READ_SECONDS = 5.0
+READ_PEAK_BYTES = 64 * 1024 * 1024
+READERS: dict[str, Callable] = {
+    "toml": lambda f: f.toml(),
+    "yaml": lambda f: f.objects(),
+    "result": lambda f: f.key_values("READY"),
+    "script": lambda f: f.code(),
+}
+NAMES = {"toml": "etc/config.toml", "yaml": "k8s/pod.yaml", "result": "out/result.txt", "script": "bin/check.sh"}
+
+
+def sparse(size: int) -> Callable[[Path], None]:
+    def make(path: Path) -> None:
+        with path.open("wb") as handle:
+            handle.truncate(size)
+
+    return make
+
+
+def written(content: bytes) -> Callable[[Path], None]:
+    def make(path: Path) -> None:
+        path.write_bytes(content)
+
+    return make
+
+
+def link(target: str) -> Callable[[Path], None]:
+    return lambda path: path.symlink_to(target)
+
+
+def unreadable(path: Path) -> None:
+    path.write_text("READY=3\n")
+    path.chmod(0)
+
+
+def alias_bomb() -> bytes:
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{n}: &a{n} [*a{n - 1}, *a{n - 1}, *a{n - 1}, *a{n - 1}, *a{n - 1}]" for n in range(1, 12)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def many_objects(count: int) -> bytes:
+    doc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{n}\n"
+    return "---\n".join(doc.format(n=n) for n in range(count)).encode()
+
+
+COMMON: dict[str, Callable[[Path], None]] = {
+    "garbage-bytes": written(os.urandom(4096).replace(b"\n", b"")),
+    "invalid-utf8": written(b"READY=\xff\xfe3\n"),
+    "100-mb": sparse(100 * 1024 * 1024),
+    "symlink-dev-zero": link("/dev/zero"),
+    "symlink-etc-shadow": link("/etc/shadow"),
+    "symlink-out-of-root": link("../../outside.txt"),
+    "fifo": lambda path: os.mkfifo(path),
+    "directory": lambda path: path.mkdir(),
+    "empty": written(b""),
+    "unreadable": unreadable,
+}
+SPECIFIC: dict[str, dict[str, Callable[[Path], None]]] = {
+    "toml": {
+        "duplicate-keys": written(b"version = 2\nversion = 3\n"),
+        "crlf": written(b"version = 2\r\n[x]\r\ny = 1\r\n"),
+    },
+    "yaml": {
+        "alias-bomb": written(alias_bomb()),
+        "deep-nesting": written(b"[" * 5000 + b"]" * 5000),
+        "thousands-of-documents": written(many_objects(5000)),
+        "crlf": written(b"apiVersion: v1\r\nkind: Pod\r\nmetadata:\r\n  name: p\r\n"),
+    },
+    "result": {"crlf": written(b"READY=3\r\n"), "duplicate-keys": written(b"READY=3\nREADY=2\n")},
+    "script": {"crlf": written(b"#!/bin/sh\r\necho OK\r\n")},
+}
+# Read cleanly: CRLF is folded, and an empty TOML or YAML file is an empty document the step then grades.
+BENIGN = {("toml", "crlf"), ("yaml", "crlf"), ("result", "crlf"), ("script", "crlf")}
+BENIGN |= {("toml", "empty"), ("yaml", "empty"), ("script", "empty")}
+FILE_CASES = [(kind, case) for kind in READERS for case in [*COMMON, *SPECIFIC[kind]]]
+
+
+def read(kind: str, learner_file) -> str:
+    """ "read", or the sentence the reader failed with."""
+    try:
+        READERS[kind](learner_file)
+    except StepFailed as failure:
+        return failure.message
+    return "read"
+
+
+@pytest.mark.parametrize(("kind", "case"), FILE_CASES, ids=[f"{k}-{c}" for k, c in FILE_CASES])
+def test_a_hostile_file_is_a_clean_failure_in_bounded_time_and_memory(tmp_path, kind, case):
+    root = tmp_path / "lab"
+    path = root / NAMES[kind]
+    path.parent.mkdir(parents=True)
+    (tmp_path / "outside.txt").write_text("READY=3\nsecret\n")
+    {**COMMON, **SPECIFIC[kind]}[case](path)
+    learner_file = LearnerWork(root).file(NAMES[kind])
+    started = time.monotonic()
+    outcome = read(kind, learner_file)
+    assert time.monotonic() - started < READ_SECONDS
+    tracemalloc.start()  # a second read, for its memory: tracing slows it down
+    try:
+        read(kind, learner_file)
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < READ_PEAK_BYTES
+    if (kind, case) in BENIGN or (case == "unreadable" and os.geteuid() == 0):
+        return
+    assert outcome != "read", f"{case} was read as if it were a {kind} file"
+    assert NAMES[kind] in outcome and "secret" not in outcome and "root:" not in outcome, outcome
+
+
+@dataclass(frozen=True)
+class Hostile:
+    script: str
+    survives: Callable[[ScriptRunner, Path], bool] = lambda runner, work: True
+
+
+@pytest.fixture
+def runner(tmp_path):
+    lab = tmp_path / "lab"
+    (lab / "bin").mkdir(parents=True)
+    (tmp_path / "other-learner").mkdir()
+    (tmp_path / "other-learner" / "answers.txt").write_text("the other learner's answers\n")
+    (lab / "out").mkdir()
+    (lab / "out" / "merge.txt").write_text("MAIN_RUNTIMES=runc\n")
+    scripts = ScriptRunner(tmp_path / "work", 3.0, lambda: None, lab_root=lab, sandbox=sandbox.probe())
+    yield scripts
+    scripts.close()
+
+
+GRADER = Path(__file__).resolve().parents[1] / "graders"
+SCRIPT_CASES = {
+    "hang": "#!/bin/sh\nwhile :; do :; done\n",
+    "sleep-past-the-timeout": "#!/bin/sh\nsleep 1000\n",
+    "flood-output": "#!/bin/sh\nyes flood\n",
+    "fork-repeatedly": "#!/bin/bash\nf() {{ f | f & }}; f\nwait\n",
+    "kill-the-grader": "#!/bin/sh\nkill -9 $PPID\nkill -9 {grader}\n",
+    "kill-the-process-group": "#!/bin/sh\nkill -9 0\n",
+    "setsid-and-escape": "#!/bin/sh\nsetsid sleep 1000 >/dev/null 2>&1 < /dev/null &\necho escaped\n",
+    "write-the-report": "#!/bin/sh\necho '{{\"earned\": 100}}' > {report}\n",
+    "write-the-lab-root": "#!/bin/sh\necho MAIN_RUNTIMES=nvidia > {lab}/out/merge.txt; rm -f {lab}/out/merge.txt\n",
+    "write-the-graders": "#!/bin/sh\ntouch {graders}/step9_free_points.py\n",
+    "write-tmp": "#!/bin/sh\necho junk > /tmp/gpulab-hostile-junk\n",
+    "read-another-learner": "#!/bin/sh\ncat {other}/answers.txt\n",
+    "exit-by-signal": "#!/bin/sh\nkill -SEGV $$\n",
+    "huge-file": "#!/bin/sh\nhead -c 200000000 /dev/zero > big\n",
+}
+
+
+def fingerprint(*roots: Path) -> dict[str, str]:
+    """Every file below ``roots`` with its content's hash."""
+    found = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            if path.is_file() and not path.is_symlink():
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def nobodys_processes() -> list[str]:
+    listed = subprocess.run(["ps", "-u", "65534", "-o", "pid=,args="], capture_output=True, text=True)
+    return [line for line in listed.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.skipif(not sandbox.probe().namespaces, reason="this machine cannot make namespaces")
+@pytest.mark.parametrize("case", list(SCRIPT_CASES))
+def test_a_hostile_script_ends_in_its_own_run(runner, tmp_path, case):
+    lab = runner.lab_root
+    report = tmp_path / "report.json"
+    report.write_text('{"earned": 0}\n')
+    other = tmp_path / "other-learner"
+    text = SCRIPT_CASES[case].format(grader=os.getpid(), report=report, lab=lab, graders=GRADER, other=other)
+    script = lab / "bin" / "hostile.sh"
+    script.write_text(text)
+    script.chmod(0o755)
+    before = fingerprint(lab, report, GRADER, other)
+    started = time.monotonic()
+    run = runner.run(script)
+    result = run.result
+    assert time.monotonic() - started < 3.0 + 10  # the timeout, the kill and the drain
+    assert fingerprint(lab, report, GRADER, other) == before
+    assert not Path("/tmp/gpulab-hostile-junk").exists() and not (GRADER / "step9_free_points.py").exists()
+    assert "other learner" not in result.stdout
+    assert nobodys_processes() == [] or runner.sandbox is None or runner.sandbox.user is None
+    harmless_here = ("setsid-and-escape", "read-another-learner", "write-tmp", "fork-repeatedly")
+    assert result.exit_code != 0 or case in harmless_here, result
+    if case == "fork-repeatedly":  # stopped by the process limit, not by the machine
+        assert "fork" in result.stderr and "Resource temporarily unavailable" in result.stderr, result.stderr[:500]
+    if case in ("hang", "sleep-past-the-timeout"):
+        assert result.timed_out
+    if case == "flood-output":
+        assert result.flooded and len(result.stdout) <= 64 * 1024
+
+
+def test_scripts_run_as_nobody_without_seeing_the_grader(runner):
+    script = runner.lab_root / "bin" / "who.sh"
+    script.write_text(f"#!/bin/sh\nid -u\nkill -0 {os.getpid()} 2>/dev/null && echo grader-visible\nls /proc\n")
+    script.chmod(0o755)
+    result = runner.run(script).result
+    probe = sandbox.probe()
+    if probe.user is not None:
+        assert result.stdout.splitlines()[0] == str(probe.user[0])
+    if probe.namespaces:
+        assert "grader-visible" not in result.stdout
+        assert str(os.getpid()) not in result.stdout.split()
+
+
+def test_without_namespaces_scripts_still_run_and_the_gap_is_said(tmp_path):
+    weak = sandbox.Sandbox(namespaces=False, user=None, missing=("no PID or mount namespace",))
+    lab = tmp_path / "lab"
+    (lab / "bin").mkdir(parents=True)
+    script = lab / "bin" / "ok.sh"
+    script.write_text("#!/bin/sh\necho OK\n")
+    script.chmod(0o755)
+    runner = ScriptRunner(tmp_path / "work", 3.0, lambda: None, lab_root=lab, sandbox=weak)
+    assert runner.run(script).result.stdout == "OK\n"
+    assert "reduced protection: no PID or mount namespace" in weak.describe()
+
+
+def test_a_signal_to_the_sandbox_ends_every_process_it_started(runner):
+    script = runner.lab_root / "bin" / "bg.sh"
+    script.write_text("#!/bin/sh\n(trap '' TERM HUP; sleep 1000) &\nsetsid sleep 1000 &\nsleep 1000\n")
+    script.chmod(0o755)
+    runner.timeout = 1.0
+    result = runner.run(script).result
+    assert result.timed_out
+    assert not any("sleep 1000" in line for line in nobodys_processes())
