@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from . import reporting
+from . import reporting, sandbox
 from . import settings as settings_mod
 from .collect import LabFolder, StepModule, is_lab_folder, lab_name_of
 from .feedback import StepBlocked, StepFailed, listed
@@ -79,7 +79,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return config.stash[settings_key].header()
+    settings = config.stash[settings_key]
+    if settings.lab is None:
+        return []
+    return [*settings.header(), f"gpulab: sandbox: {sandbox.probe().describe()}"]
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -33,6 +33,7 @@ class RunInfo:
     seed: int
     started_at: float
     steps_chosen: str | None = None  # --step as given; None: all
+    sandbox: str | None = None  # how learner scripts were confined
 
 
 def _check(run: CheckRun) -> dict[str, Any]:
@@ -82,6 +83,7 @@ def document(
         "rubric_version": info.rubric_version,
         "seed": info.seed,
         "steps_chosen": info.steps_chosen,
+        "sandbox": info.sandbox,
         "started_at": _iso(info.started_at),
         "written_at": _iso(time.time()),
         "earned": sum(result.earned for result in graded),

@@ -196,6 +196,8 @@ def snapshot(root: Path, into: Path) -> Path:
     if into.exists():
         return into
     shutil.copytree(root, into, symlinks=True, ignore=_unsafe, copy_function=_copy_open)
+    for directory in [into, *(p for p in into.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        directory.chmod(directory.stat().st_mode | 0o755)  # a mkdtemp root is 0700: let the script in
     return into
 
 

@@ -108,9 +108,12 @@ class ScriptRunner:
             self._view = view.__enter__()
         return str(self._view.kubeconfig)
 
-    def _plan(self, script: Path, fake: FakeContainerd, scratch: Path, env: dict[str, str]) -> SandboxPlan | None:
+    def _plan(
+        self, script: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, env: dict[str, str]
+    ) -> SandboxPlan | None:
         """What the script sees in the sandbox: the lab root (or its own folder), read-only; its scratch and
-        the fake containerd's state, writable; the tools on PATH and the kubeconfig it is given, read-only."""
+        the fake containerd's state, writable; the tools on PATH, the kubeconfig it is given and the files
+        the grader names in its arguments (a generated dump), read-only."""
         if self.sandbox is None:
             return None
         uid, gid = self.sandbox.user or (os.getuid(), os.getgid())
@@ -126,6 +129,8 @@ class ScriptRunner:
         seen.append(Exposure(shim_path().parent, shim_path().parent))
         if kubeconfig := env.get("KUBECONFIG"):
             seen.append(Exposure(Path(kubeconfig), Path(kubeconfig)))
+        given = [Path(arg) for arg in args if arg.startswith("/") and os.path.exists(arg)]
+        seen += [Exposure(path, path) for path in given if root is None or root not in path.parents]
         hidden = (root.parent,) if root is not None and root.parent != Path("/") else ()
         return SandboxPlan(self.sandbox, tuple(seen), hidden)
 
@@ -176,7 +181,7 @@ class ScriptRunner:
         prefix, extra = self._environment(fake, cluster=cluster, containerd=containerd, kubeconfig=kubeconfig)
         env = {**os.environ, **extra}
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
-        plan = self._plan(Path(os.path.abspath(path)), fake, scratch, env)
+        plan = self._plan(Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, env)
         result = run_script(
             path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
         )

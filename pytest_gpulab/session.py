@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from . import gradescope, report_file, summary
+from . import gradescope, report_file, sandbox, summary
 from .fixtures import settings_key
 from .reporting import NOT_GRADED, StepResult, results_key, step_results
 from .settings import RunSettings
@@ -49,6 +49,7 @@ class GradingReports:
             self.settings.seed,
             self.started,
             chosen,
+            sandbox.probe().describe(),
         )
 
     def document(self, *, complete: bool) -> dict[str, Any]:

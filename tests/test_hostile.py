@@ -249,3 +249,13 @@ def test_a_signal_to_the_sandbox_ends_every_process_it_started(runner):
     result = runner.run(script).result
     assert result.timed_out
     assert not any("sleep 1000" in line for line in nobodys_processes())
+
+
+def test_a_private_lab_root_and_an_owner_only_script_still_run(runner):
+    """A lab root made by mkdtemp (0700) and a script made executable with chmod u+x (0744)."""
+    runner.lab_root.chmod(0o700)
+    script = runner.lab_root / "bin" / "mine.sh"
+    script.write_text('#!/bin/sh\ncat ../lab/out/merge.txt 2>/dev/null; cat "$1"\n')
+    script.chmod(0o744)
+    result = runner.run(script, str(runner.lab_root / "out" / "merge.txt")).result
+    assert result.exit_code == 0 and result.stdout.endswith("MAIN_RUNTIMES=runc\n"), result
