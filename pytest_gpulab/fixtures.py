@@ -89,7 +89,8 @@ class LabClusterConnection:
         __tracebackhide__ = True
         if self.live is None:
             raise GradingError(
-                f"Could not reach the lab cluster: {self.error}. Start it (e.g. `gpulab up {self.lab}`) "
+                f"Could not reach the lab cluster (kubeconfig {self.kubeconfig or '~/.kube/config'}): {self.error}. "
+                f"Start it (e.g. `gpulab up {self.lab}`) "
                 "and point the grader at it with --kubeconfig or KUBECONFIG."
             )
         return self.live

@@ -43,6 +43,9 @@ class KwokClusterError(RuntimeError):
     """The lab cluster could not be started, reached or stopped; says what to do."""
 
 
+PORT_RACE_ATTEMPTS = 3
+
+
 def _port_is_free(port: int) -> bool:
     with socket.socket() as probe:
         try:
@@ -117,6 +120,17 @@ class KwokCluster:
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> KwokCluster:
+        """Create the cluster; a port taken between kwokctl's choice and its bind is retried (safe: nothing
+        of the failed attempt is left), any other failure says why at once."""
+        for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
+            try:
+                return self._start_once()
+            except KwokClusterError as error:
+                if self.apiserver_port or "already in use" not in str(error) or attempt == PORT_RACE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> KwokCluster:
         missing = toolchain.missing_binaries(self.bin_dir)
         if missing:
             raise KwokClusterError(

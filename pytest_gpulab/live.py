@@ -114,8 +114,8 @@ class LiveCluster:
         except _TRANSPORT_ERRORS as error:
             problem = f"did not answer ({getattr(error, 'reason', None) or error})"
         raise GradingError(
-            f"The lab cluster {problem} when the grader read {path}. Check that it is still running "
-            "(kubectl get nodes), then grade again.",
+            f"The lab cluster at {self.host} (kubeconfig {self.source}) {problem} when the grader read {path}. "
+            "Check that it is still running (kubectl get nodes), then grade again.",
             detail={"path": path, "host": self.host},
         )
 

@@ -3,6 +3,7 @@ and the four kinds of tests every lab has (reference passes, traps fail their st
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from dataclasses import dataclass, field
@@ -73,11 +74,40 @@ def solve(lab: str, cluster: KwokCluster, root: Path, *steps: int) -> None:
     assert result.returncode == 0, f"reference solution failed:\n{result.stderr[-4000:]}"
 
 
+# Written by the cluster's own components while anything runs: their versions move by themselves.
+SELF_UPDATING = {"leases.coordination.k8s.io", "events", "events.events.k8s.io"}
+
+
+def resource_versions(cluster: KwokCluster) -> dict[tuple[str, str, str], str]:
+    """Every object of every listable resource, by (kind, namespace, name), with its resourceVersion."""
+    names = cluster.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
+    listed = cluster.get_json(",".join(n for n in names if n not in SELF_UPDATING), "-A")
+    return {
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+        for o in listed["items"]
+        if "resourceVersion" in o["metadata"]  # computed on read (ComponentStatus): nothing stored to change
+    }
+
+
+def learner_hashes(root: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def assert_reference_passes(pytester: pytest.Pytester, lab: str, root: Path, cluster: KwokCluster) -> None:
+    """The reference passes every step, and grading it changed no learner file and no cluster object."""
     before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
+    hashes, versions = learner_hashes(root), resource_versions(cluster)
     steps = grade(pytester, lab, root, cluster)
     assert failing(steps) == {}
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before, "the grader changed the learner's files"
+    assert learner_hashes(root) == hashes, "the grader changed the learner's files"
+    after = resource_versions(cluster)
+    changed = {
+        key: (versions.get(key), after.get(key))
+        for key in versions.keys() | after.keys()
+        if versions.get(key) != after.get(key)
+    }
+    assert changed == {}, f"cluster objects changed while grading: {changed}"
     for number, step in steps.items():
         for check in step.checks:
             assert check["lab"] == lab and check["step"] == number and check["check"].startswith(f"{lab}.{number}.")

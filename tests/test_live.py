@@ -31,7 +31,8 @@ def test_a_cluster_that_stopped_answering_is_a_grading_error(tmp_path):
         live = LiveCluster.from_kubeconfig(str(cluster.kubeconfig))
         live.probe()
     with pytest.raises(
-        GradingError, match=r"The lab cluster did not answer \(.+\) when the grader read /api/v1/nodes/lab-node-0"
+        GradingError,
+        match=r"The lab cluster at \S+ \(kubeconfig \S+\) did not answer \(.+\) when the grader read /api/v1/nodes/lab-node-0",
     ):
         live.get("Node", "lab-node-0")
 

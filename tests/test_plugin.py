@@ -159,7 +159,7 @@ def test_unreachable_cluster_is_an_error_of_live_steps_with_a_message(pytester):
     )
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        ["*Could not reach the lab cluster: the kubeconfig*could not be loaded*gpulab up gpuop*"]
+        ["*Could not reach the lab cluster (kubeconfig *missing): the kubeconfig*could not be loaded*gpulab up gpuop*"]
     )
 
 
