@@ -7,6 +7,7 @@ Files are read through ``LearnerFile`` as every grader reads them; scripts are r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import time
@@ -259,3 +260,39 @@ def test_a_private_lab_root_and_an_owner_only_script_still_run(runner):
     script.chmod(0o744)
     result = runner.run(script, str(runner.lab_root / "out" / "merge.txt")).result
     assert result.exit_code == 0 and result.stdout.endswith("MAIN_RUNTIMES=runc\n"), result
+
+
+def test_a_lab_root_of_hostile_files_is_graded_step_by_step_and_reported(pytester, tmp_path):
+    """Every file gpuop reads made hostile at once, and no cluster: each step ends cleanly, the report is whole."""
+    root = tmp_path / "learner"
+    hostile = {
+        "etc/containerd/config.toml": link("/dev/zero"),
+        "etc/containerd/conf.d/99-nvidia.toml": lambda path: os.mkfifo(path),
+        "out/merge.txt": written(os.urandom(2048)),
+        "bin/check-runtime.sh": written(b"#!/bin/bash\nf() { f | f & }; f\n"),
+        "k8s/runtimeclass.yaml": written(alias_bomb()),
+        "k8s/gpu-pod.yaml": written(b"[" * 5000 + b"]" * 5000),
+        "k8s/time-slicing.yaml": link("/etc/shadow"),
+        "k8s/toolkit-ds.yaml": written(many_objects(5000)),
+        "out/unscheduled.txt": sparse(100 * 1024 * 1024),
+        "out/node-gpu.txt": lambda path: path.mkdir(),
+        "out/slots.txt": written(b"\xff\xfe\x00"),
+        "out/rollout.txt": link("../../outside.txt"),
+    }
+    (tmp_path / "outside.txt").write_text("READY=3\nsecret\n")
+    for relative, make in hostile.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        make(path)
+    (root / "bin" / "check-runtime.sh").chmod(0o755)
+    report = tmp_path / "grading.json"
+    started = time.monotonic()
+    pytester.runpytest_subprocess(
+        "--lab=gpuop", f"--lab-root={root}", "--kubeconfig=/nonexistent", f"--gpulab-report={report}"
+    )
+    assert time.monotonic() - started < 120
+    data = json.loads(report.read_text())
+    assert data["complete"] is True
+    assert [s["outcome"] for s in data["steps"]] == ["failed"] * 4 + ["error"] * 4
+    text = json.dumps(data)
+    assert "secret" not in text and "root:" not in text and "Traceback" not in text
