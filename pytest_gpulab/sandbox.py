@@ -235,7 +235,7 @@ def probe() -> Sandbox:
     """The protections this machine allows, tried once per process."""
     missing = []
     tools = all(shutil.which(tool) for tool in ("unshare", "setpriv", "prlimit", "mount"))
-    namespaces = tools and _namespaces_work()
+    namespaces = tools and _stage_directory().is_dir() and _namespaces_work()
     if not namespaces:
         missing.append("no PID or mount namespace (scripts see and may signal the grader, and may write the lab root)")
     user = _unprivileged_user() if os.geteuid() == 0 and shutil.which("setpriv") else None
