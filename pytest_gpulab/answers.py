@@ -74,6 +74,16 @@ def items(
     )
 
 
+def count_of(expected: Iterable[str], *, why: str | None = None) -> Answer:
+    """How many ``expected`` there are, written as the number or as the items themselves (any order)."""
+    wanted = set(expected)
+    return Answer(
+        f"{len(wanted)} ({','.join(sorted(wanted))})",
+        lambda value: _integer(value) == len(wanted) or split_list(value) == wanted,
+        why,
+    )
+
+
 def containing(fragment: str, shown_as: str, *, hint: Hint | None = None) -> Answer:
     """Free text that must name ``fragment`` (a scheduler message, say)."""
     return Answer(shown_as, lambda value: fragment.lower() in value.lower(), None, hint)

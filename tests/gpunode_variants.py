@@ -120,6 +120,12 @@ TRAPS = [
     ),
     Variant("missing-node-wrong", sub("out/ds-gap.txt", r"^MISSING_NODE=.*$", "MISSING_NODE=lab-node-1"), 2),
     Variant(
+        "labeled-nodes-short-of-one",
+        sub("out/ds-gap.txt", r"^LABELED_NODES=.*$", "LABELED_NODES=lab-node-0,lab-node-1"),
+        2,
+        ("LABELED_NODES should be 3",),
+    ),
+    Variant(
         "job-pinned-with-node-name",
         replace(JOB, "  nodeSelector:\n    kubernetes.io/hostname: lab-node-2\n", "  nodeName: lab-node-2\n"),
         3,
@@ -198,6 +204,10 @@ FORMS = [
                 "MISSING=nvidia-device-plugin-daemonset/lab-node-2\n\nMISSING=gpu-feature-discovery/lab-node-2\n",
             ),
         ),
+    ),
+    Variant(
+        "labeled-nodes-as-the-list",
+        sub("out/ds-gap.txt", r"^LABELED_NODES=.*$", "LABELED_NODES=lab-node-2, lab-node-0 lab-node-1"),
     ),
     Variant("coverage-in-python", write(COVERAGE, PYTHON_COVERAGE, 0o755)),
     Variant("stale-in-python", write(STALE, PYTHON_STALE, 0o755)),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.answers import expect_answers, number, word, yes_no
+from pytest_gpulab.answers import count_of, expect_answers, number, word, yes_no
 
 pytestmark = pytest.mark.step(2, "The reservation taint and the gap the status hides", points=10)
 
@@ -31,7 +31,7 @@ def test_labels_against_pods(learner, lab):
     expect_answers(
         learner.file(REPORT),
         {
-            "LABELED_NODES": number(len(lab.environment.node_names), why="every node carries the label"),
+            "LABELED_NODES": count_of(lab.environment.node_names, why="every node carries the label"),
             "MISSING_NODE": word("lab-node-2", why="the tainted node lost its Pod"),
         },
     )

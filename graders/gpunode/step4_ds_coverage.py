@@ -73,7 +73,7 @@ def test_finds_pods_that_are_gone(script_runner, learner, live, lab_random, tmp_
     with DoctoredView(live.source, hidden_pods=hidden, work_dir=tmp_path) as view:
         run = script_runner.run(learner.file(SCRIPT), OPERATOR, cluster=True, kubeconfig=str(view.kubeconfig))
         refused = list(view.refused)
-    nodes = listed(sorted(str(dig(pod, "spec", "nodeName")) for pod in pods if (OPERATOR, name_of(pod)) in hidden))
+    nodes = listed(sorted({str(dig(pod, "spec", "nodeName")) for pod in pods if (OPERATOR, name_of(pod)) in hidden}))
     expect(
         not refused,
         f"{SCRIPT} tried to change the cluster ({listed(f'{m} {p}' for m, p in refused)}); a checker only reads.",
