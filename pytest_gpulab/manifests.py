@@ -33,7 +33,10 @@ IMMUTABLE = {"Pod": "a Pod's spec", "RuntimeClass": "a RuntimeClass's handler"} 
 def _reapply(kind: str, file: LearnerFile) -> str:
     if kind in IMMUTABLE:
         return f" {file} is right: {IMMUTABLE[kind]} cannot change in place, so delete the {kind} and apply the file again."
-    return f" {file} is right: apply it again (kubectl apply -f {file})."
+    return (
+        f" {file} is right: put it in the cluster with kubectl replace -f {file} "
+        "(kubectl apply keeps what other commands, such as kubectl patch, changed)."
+    )
 
 
 def not_applied(live: LiveCluster, file: LearnerFile, kind: str, name: str, written: dict[str, Any]) -> NoReturn:
