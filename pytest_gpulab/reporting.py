@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from .feedback import GradingError, StepBlocked, StepFailed, listed
-from .steps import CheckInfo, StepInfo
+from .steps import DEFAULT_STEP_POINTS, CheckInfo, StepInfo
 
 PASSED, FAILED, BLOCKED, ERROR, NOT_GRADED = "passed", "failed", "blocked", "error", "not graded"
 OUTCOMES = (PASSED, FAILED, BLOCKED, ERROR, NOT_GRADED)
@@ -139,7 +139,7 @@ class StepResult:
     def possible(self) -> int:
         if self.own_points:
             return sum(run.check.points or 0 for run in self.checks)
-        return self.step.points if self.step.points is not None else 1
+        return self.step.points if self.step.points is not None else DEFAULT_STEP_POINTS
 
     @property
     def earned(self) -> int:

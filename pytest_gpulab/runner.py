@@ -42,9 +42,10 @@ class SandboxPlan:
     sandbox: Sandbox
     exposures: tuple[Exposure, ...]
     hidden: tuple[Path, ...] = ()
+    network: bool = True  # False: the script reaches nothing on the network, not even localhost
 
     def wrap(self, command: Sequence[str]) -> list[str]:
-        return self.sandbox.wrap(command, self.exposures, self.hidden)
+        return self.sandbox.wrap(command, self.exposures, self.hidden, self.network)
 
 
 def _killpg(pid: int) -> None:

@@ -73,8 +73,11 @@ class Sandbox:
             return "learner scripts run sandboxed (own PID and mount namespaces, read-only lab root, unprivileged user, limits)"
         return f"learner scripts run with reduced protection: {'; '.join(self.missing)}"
 
-    def wrap(self, command: Sequence[str], exposures: Iterable[Exposure], hidden: Iterable[Path] = ()) -> list[str]:
-        """``command`` run in the sandbox, seeing ``exposures`` and nothing of ``hidden``."""
+    def wrap(
+        self, command: Sequence[str], exposures: Iterable[Exposure], hidden: Iterable[Path] = (), network: bool = True
+    ) -> list[str]:
+        """``command`` run in the sandbox, seeing ``exposures`` and nothing of ``hidden``; without ``network``
+        in a network namespace of its own, where nothing of the host (the lab cluster's etcd) answers."""
         confined = [*self.limits.prlimit(), *command]
         if self.user is not None:
             uid, gid = self.user
@@ -93,6 +96,7 @@ class Sandbox:
             return confined
         setup = mount_script(list(exposures), hidden)
         unshare = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--propagation=private"]
+        unshare += [] if network else ["--net"]
         # sh stays the namespace's first process: a script that kills its parent ends its own run.
         return [*unshare, "--", "sh", "-c", setup + ' && "$@"', "gpulab-sandbox", *confined]
 

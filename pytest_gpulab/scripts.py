@@ -127,12 +127,12 @@ class ScriptRunner:
         seen += [Exposure(scratch, scratch, read_only=False), Exposure(fake.directory, fake.directory, False)]
         seen += [Exposure(tool, tool) for tool in tool_paths(env.get("PATH", "")) if tool != Path("/")]
         seen.append(Exposure(shim_path().parent, shim_path().parent))
-        if kubeconfig := env.get("KUBECONFIG"):
+        if kubeconfig := env.get("KUBECONFIG"):  # only a cluster run has one: _environment blanks the rest
             seen.append(Exposure(Path(kubeconfig), Path(kubeconfig)))
         given = [Path(arg) for arg in args if arg.startswith("/") and os.path.exists(arg)]
         seen += [Exposure(path, path) for path in given if root is None or root not in path.parents]
         hidden = (root.parent,) if root is not None and root.parent != Path("/") else ()
-        return SandboxPlan(self.sandbox, tuple(seen), hidden)
+        return SandboxPlan(self.sandbox, tuple(seen), hidden, network=bool(env.get("KUBECONFIG")))
 
     def _environment(
         self, fake: FakeContainerd, *, cluster: bool, containerd: bool, kubeconfig: str | None = None
@@ -141,6 +141,8 @@ class ScriptRunner:
         extra: dict[str, str] = {}
         if not containerd:
             extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
+        if not cluster:
+            extra["KUBECONFIG"] = ""  # not the grader's own: a script reads the cluster only when its step asks
         if cluster:
             if kubeconfig := kubeconfig or self._cluster_kubeconfig():
                 extra["KUBECONFIG"] = kubeconfig

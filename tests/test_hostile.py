@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import time
 import tracemalloc
@@ -296,3 +297,21 @@ def test_a_lab_root_of_hostile_files_is_graded_step_by_step_and_reported(pyteste
     assert [s["outcome"] for s in data["steps"]] == ["failed"] * 4 + ["error"] * 4
     text = json.dumps(data)
     assert "secret" not in text and "root:" not in text and "Traceback" not in text
+
+
+def test_a_script_that_does_not_read_the_cluster_reaches_nothing_on_the_network(runner):
+    """The lab cluster's etcd listens on plain HTTP: a script given no cluster must not reach it, nor anything."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        script = runner.lab_root / "bin" / "net.sh"
+        script.write_text(
+            f'#!/bin/bash\necho "KUBECONFIG=$KUBECONFIG"\n'
+            f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo reached || echo unreachable\n"
+        )
+        script.chmod(0o755)
+        result = runner.run(script).result
+    assert result.stdout.splitlines()[0] == "KUBECONFIG="
+    expected = "unreachable" if runner.sandbox is not None and runner.sandbox.namespaces else "reached"
+    assert result.stdout.splitlines()[-1] == expected, result
