@@ -60,16 +60,49 @@ class Upstream:
             self.context.load_cert_chain(configuration.cert_file, configuration.key_file)
         token = (configuration.api_key or {}).get("authorization")
         self.auth = {"Authorization": token} if token else {}
+        self._idle: list[http.client.HTTPSConnection] = []  # kept alive: a TLS handshake costs more than a read
+        self._lock = threading.Lock()
 
-    def open(self, method: str, path: str, headers: dict[str, str]) -> http.client.HTTPResponse:
-        connection = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=60)
+    def _connect(self) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=60)
+
+    def read(self, method: str, path: str, headers: dict[str, str]) -> tuple[http.client.HTTPResponse, bytes]:
+        """The whole answer, on a kept-alive connection; one that the server closed meanwhile is replaced."""
+        for attempt in (1, 2):
+            with self._lock:
+                connection = self._idle.pop() if self._idle else self._connect()
+            try:
+                connection.request(method, path, headers={**headers, **self.auth})
+                response = connection.getresponse()
+                body = response.read()
+            except (http.client.HTTPException, OSError):
+                connection.close()
+                if attempt == 2:
+                    raise
+                continue
+            if response.will_close:
+                connection.close()
+            else:
+                with self._lock:
+                    self._idle.append(connection)
+            return response, body
+        raise AssertionError("unreachable")
+
+    def stream(self, method: str, path: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+        """An answer read as it comes (a watch), on a connection of its own: it stays open."""
+        connection = self._connect()
         connection.request(method, path, headers={**headers, **self.auth})
         return connection.getresponse()
 
     def get_json(self, path: str) -> Any:
-        response = self.open("GET", path, {"Accept": "application/json"})
-        body = response.read()
+        response, body = self.read("GET", path, {"Accept": "application/json"})
         return json.loads(body) if response.status == 200 else None
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._idle:
+                connection.close()
+            self._idle.clear()
 
 
 def status(code: int, reason: str, message: str) -> bytes:
@@ -157,6 +190,7 @@ class _Proxy(BaseHTTPRequestHandler):
     """Reads through, writes refused. The server carries the view (``self.server.view``)."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as two writes: Nagle held the body for 40 ms
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: a learner's script should not fill the grader's output."""
@@ -196,16 +230,21 @@ class _Proxy(BaseHTTPRequestHandler):
             self._send(404, status(404, "NotFound", f'pods "{hidden.group(2)}" not found'))
             return
         headers = {"Accept": json_accept(self.headers.get("Accept")), "Accept-Encoding": "identity"}
-        response = self.view.upstream.open(self.command, self.path, headers)
-        passed = [(k, v) for k, v in response.getheaders() if k.lower() not in OWN_HEADERS]
-        if re.search(r"[?&]watch=(true|1)", self.path) or "/watch/" in path:
-            self._stream(response, passed, path)
+        watch = bool(re.search(r"[?&]watch=(true|1)", self.path)) or "/watch/" in path
+        if watch:
+            response = self.view.upstream.stream(self.command, self.path, headers)
+            self._stream(response, self._passed(response), path)
             return
-        body = response.read()
-        if response.status == 200 and "json" in (response.getheader("Content-Type") or ""):
+        response, body = self.view.upstream.read(self.command, self.path, headers)
+        passed = self._passed(response)
+        if response.status == 200 and "json" in (response.getheader("Content-Type") or "") and self.view.doctors(path):
             shown = self.view.doctor.body(json.loads(body), path)
             body = json.dumps(shown).encode() if shown is not None else body
         self._send(response.status, body, passed)
+
+    @staticmethod
+    def _passed(response: http.client.HTTPResponse) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in response.getheaders() if k.lower() not in OWN_HEADERS]
 
     def _stream(self, response: http.client.HTTPResponse, headers: list[tuple[str, str]], path: str) -> None:
         self.send_response(response.status)
@@ -235,6 +274,10 @@ class DoctoredView:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
+    def doctors(self, path: str) -> bool:
+        """Whether a body read at ``path`` may be changed by the view; others pass through as served."""
+        return bool(self.doctor.hidden) and ("/pods" in path or "/daemonsets" in path)
+
     def _owners(self, hidden: set[PodKey]) -> Counter[PodKey]:
         owners: Counter[PodKey] = Counter()
         for namespace, name in hidden:
@@ -248,7 +291,9 @@ class DoctoredView:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
         self._server.daemon_threads = True
         self._server.view = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="doctored-view", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="doctored-view", daemon=True
+        )  # shutdown() waits for the loop's next look
         self._thread.start()
         self.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         self.kubeconfig.write_text(self._config(self._server.server_address[1]))
@@ -267,5 +312,6 @@ class DoctoredView:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        self.upstream.close()
         if self._thread is not None:
             self._thread.join(timeout=10)
