@@ -36,6 +36,7 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
 )
 from .guard import stay_out_of
 from .labfile import Lab, load_lab
+from .live import warm_up
 from .options import add_options
 from .report_file import test_metadata
 from .reporting import BLOCKED, ERROR, FAILED, CheckRun, results_key
@@ -74,6 +75,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "check(name=None, *, points=None): a check's stable name, and its own points if the step splits them.",
     )
+    # The kubernetes client is imported in the background (live.warm_up); the filter requests sets
+    # against urllib3's optional-SOCKS warning may then be undone by a check's own warning capture.
+    config.addinivalue_line("filterwarnings", "ignore:SOCKS support in urllib3 requires:Warning")
     config.stash[settings_key] = settings_mod.resolve(config, config.stash.get(early_lab_key, None))
     config.pluginmanager.register(GradingReports(config), "gpulab-reports")
 
@@ -173,6 +177,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     validate_needs(run.step for run in results.values())
     _steps_chosen(config, items, results)
     _time_limits(config, items, results)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Import the kubernetes client in the background while the first checks run (files, scripts)."""
+    if session.config.getoption("collectonly"):
+        return
+    if any("lab_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+        warm_up()
 
 
 # -- results -------------------------------------------------------------------------
