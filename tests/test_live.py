@@ -1,9 +1,13 @@
 """LiveCluster: read-only, and a cluster that stops answering fails the step with a sentence."""
 
+import threading
+import time
+
 import pytest
 
 from pytest_gpulab.feedback import GradingError
 from pytest_gpulab.live import LiveCluster
+from pytest_gpulab.parsing import dig
 
 
 def name_of(obj: dict | None) -> str | None:
@@ -95,3 +99,43 @@ def test_only_reads_and_dry_runs_are_ever_sent(gpuop_cluster):
             body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
         )
     assert live.get("ConfigMap", "default/x") is None
+
+
+def test_a_wait_answers_as_soon_as_the_object_changes(gpuop_cluster):
+    live = LiveCluster.from_kubeconfig(str(gpuop_cluster.kubeconfig))
+    name = "tests-wait-for-change"
+    gpuop_cluster.kubectl("create", "configmap", name, "--from-literal=step=1")
+    waited: dict = {}
+
+    def wait() -> None:
+        started = time.monotonic()
+        waited["object"] = live.wait_for("ConfigMap", f"default/{name}", lambda c: dig(c, "data", "step") == "2", 30)
+        waited["seconds"] = time.monotonic() - started
+
+    try:
+        waiter = threading.Thread(target=wait)
+        reads_before = live.reads
+        waiter.start()
+        changed_at = time.monotonic()
+        gpuop_cluster.kubectl("patch", "configmap", name, "-p", '{"data":{"step":"2"}}')
+        changed_at = time.monotonic() - changed_at
+        waiter.join(30)
+    finally:
+        gpuop_cluster.kubectl("delete", "configmap", name)
+    assert dig(waited["object"], "data", "step") == "2"
+    assert waited["seconds"] < changed_at + 1.5, waited
+    assert live.reads - reads_before <= 2  # one read, one watch: no polling
+
+
+def test_a_wait_on_an_object_at_rest_ends_after_the_quiet_time(gpuop_cluster):
+    live = LiveCluster.from_kubeconfig(str(gpuop_cluster.kubeconfig))
+    started = time.monotonic()
+    at_rest = live.wait_for(
+        "ConfigMap", "default/kube-root-ca.crt", lambda c: dig(c, "data", "never") == "set", 30, quiet=1
+    )
+    took = time.monotonic() - started
+    assert dig(at_rest, "metadata", "name") == "kube-root-ca.crt"
+    assert 0.9 < took < 5, took
+    started = time.monotonic()
+    assert live.wait_for("Pod", "default/never-created", lambda p: p is not None, 2, quiet=10) is None
+    assert 1.5 < time.monotonic() - started < 5
