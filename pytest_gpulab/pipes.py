@@ -13,17 +13,24 @@ _CHUNK = 64 * 1024
 class Budget:
     """Total output of both streams; sets ``flood`` past the allowance."""
 
-    def __init__(self, allowance: int, flood: threading.Event) -> None:
+    def __init__(self, allowance: int, flood: threading.Event, wake_fd: int | None = None) -> None:
         self.allowance = allowance
         self.flood = flood
+        self.wake_fd = wake_fd  # written once on a flood, for a supervisor that waits in poll()
         self.spent = 0
         self.lock = threading.Lock()
 
     def spend(self, n: int) -> None:
         with self.lock:
             self.spent += n
-            if self.spent > self.allowance:
+            if self.spent > self.allowance and not self.flood.is_set():
                 self.flood.set()
+                if self.wake_fd is not None:
+                    os.write(self.wake_fd, b"!")
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.wake_fd = None
 
 
 class PipeReader:

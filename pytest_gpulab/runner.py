@@ -14,11 +14,9 @@ Usable without pytest.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -29,6 +27,7 @@ from pathlib import Path
 from .pipes import Budget, PipeReader
 from .sandbox import Exposure, Sandbox
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
+from .supervision import killpg, wait_for_end
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "SandboxPlan", "ScriptResult", "ScriptRun", "run_script"]
 
@@ -46,20 +45,6 @@ class SandboxPlan:
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         return self.sandbox.wrap(command, self.exposures, self.hidden, self.network)
-
-
-def _killpg(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _exited(pid: int) -> bool:
-    """Whether the process has ended, without reaping it (its pid, and so its
-    process group id, stays reserved while it is a zombie)."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
 
 
 def _shebang(script: Path) -> str | None:
@@ -161,7 +146,8 @@ class ScriptRun:
             except _START_ERRORS as again:
                 return self._not_started(again)
         assert self.proc.stdout is not None and self.proc.stderr is not None  # both are pipes
-        budget = Budget(self.limits.kill_after_bytes, self.flood)
+        self.wake_r, self.wake_w = os.pipe()
+        budget = Budget(self.limits.kill_after_bytes, self.flood, self.wake_w)
         self.out, self.err = (
             PipeReader(pipe, self.limits.output_limit, self.limits.read_poll, budget, self.stop)
             for pipe in (self.proc.stdout, self.proc.stderr)
@@ -213,23 +199,17 @@ class ScriptRun:
 
     def supervise(self) -> None:
         """Wait until the script ends, runs out of time, or prints too much."""
-        deadline = self.started + self.limits.timeout
-        while not _exited(self.proc.pid):
-            if self.flood.is_set():
-                self.flooded = True
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.timed_out = True
-                return
-            self.flood.wait(min(self.limits.poll, remaining))
+        ending = wait_for_end(
+            self.proc.pid, self.started + self.limits.timeout, self.flood, self.wake_r, self.limits.poll
+        )
+        self.flooded, self.timed_out = ending == "flooded", ending == "timed out"
 
     def reap(self) -> None:
         """Kill the process group, reap the script and stop the readers, every wait bounded."""
         # Whatever happened, nothing of the script's process group outlives
         # the run (background jobs included); the leader is not reaped yet,
         # so its pid cannot have been reused.
-        _killpg(self.proc.pid)
+        killpg(self.proc.pid)
         try:
             self.returncode = self.proc.wait(timeout=self.limits.kill_wait)
         except subprocess.TimeoutExpired:
@@ -246,6 +226,9 @@ class ScriptRun:
         for stream in streams:
             if not stream.thread.is_alive():
                 stream.pipe.close()
+        self.out.budget.disarm()  # a reader still alive must not write to a closed (reused) descriptor
+        for fd in (self.wake_r, self.wake_w):
+            os.close(fd)
 
     def result(self) -> ScriptResult:
         duration = time.monotonic() - self.started
