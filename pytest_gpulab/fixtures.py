@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .live import LiveCluster
 
 settings_key = pytest.StashKey[RunSettings]()
+connection_key = pytest.StashKey["LabClusterConnection"]()  # for the report's count of cluster reads
 
 __all__ = [
     "fake_containerd",
@@ -43,6 +44,7 @@ __all__ = [
     "learner_script",
     "live",
     "script_runner",
+    "step_random",
 ]
 
 
@@ -97,7 +99,7 @@ class LabClusterConnection:
 
 
 @pytest.fixture(scope="session")
-def lab_cluster(gpulab_settings: RunSettings, lab: Lab) -> Iterator[LabClusterConnection]:
+def lab_cluster(gpulab_settings: RunSettings, lab: Lab, pytestconfig: pytest.Config) -> Iterator[LabClusterConnection]:
     """The learner's running cluster, or a fresh one with ``--lab-cluster=ephemeral``."""
     cluster = None
     kubeconfig = effective_kubeconfig(gpulab_settings.kubeconfig, lab)
@@ -109,7 +111,7 @@ def lab_cluster(gpulab_settings: RunSettings, lab: Lab) -> Iterator[LabClusterCo
             yield LabClusterConnection(None, lab.name, error=f"the ephemeral lab cluster could not start: {error}")
             return
         kubeconfig = str(cluster.kubeconfig)
-    connection = _connect(kubeconfig, lab.name)
+    connection = pytestconfig.stash[connection_key] = _connect(kubeconfig, lab.name)
     try:
         yield connection
     finally:
@@ -192,6 +194,13 @@ class LabRandom(random.Random):
 @pytest.fixture
 def lab_random(gpulab_settings: RunSettings, request: pytest.FixtureRequest) -> LabRandom:
     """Random choices a grader makes (a generated dump's missing handlers), seeded from the run's seed."""
+    return LabRandom(gpulab_settings.seed, request.node.nodeid)
+
+
+@pytest.fixture(scope="module")
+def step_random(gpulab_settings: RunSettings, request: pytest.FixtureRequest) -> LabRandom:
+    """Random choices a step makes once for all its checks, drawn in a fixed order (so its scripts can
+    run ahead, side by side), seeded from the run's seed."""
     return LabRandom(gpulab_settings.seed, request.node.nodeid)
 
 

@@ -33,6 +33,7 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
     live,
     script_runner,
     settings_key,
+    step_random,
 )
 from .guard import stay_out_of
 from .labfile import Lab, load_lab

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,8 +92,21 @@ class ScriptRunner:
         self.lab_root = lab_root
         self.sandbox = sandbox
         self._view: DoctoredView | None = None
+        self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """Where runs started ahead run: one per core, since each is a few processes' start-up."""
+        with self._shared:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="gpulab-run")
+            return self._pool
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
         if self._view is not None:
             self._view.__exit__(None, None, None)
             self._view = None
@@ -101,12 +116,13 @@ class ScriptRunner:
         upstream = self._kubeconfig()
         if self.sandbox is None:
             return upstream
-        if self._view is None:
-            from .clusterview import DoctoredView  # the kubernetes client is slow to import
+        with self._shared:
+            if self._view is None:
+                from .clusterview import DoctoredView  # the kubernetes client is slow to import
 
-            view = DoctoredView(upstream or os.path.expanduser("~/.kube/config"), (), self.work / "cluster-view")
-            self._view = view.__enter__()
-        return str(self._view.kubeconfig)
+                view = DoctoredView(upstream or os.path.expanduser("~/.kube/config"), (), self.work / "cluster-view")
+                self._view = view.__enter__()
+            return str(self._view.kubeconfig)
 
     def _plan(
         self, script: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, env: dict[str, str]
@@ -121,7 +137,8 @@ class ScriptRunner:
             os.chown(writable, uid, gid)
         root = self.lab_root
         if root is not None and root in script.parents:
-            seen = [Exposure(snapshot(root, self.work / "lab-snapshot"), root)]
+            with self._shared:
+                seen = [Exposure(snapshot(root, self.work / "lab-snapshot"), root)]
         else:
             seen = [Exposure(script.parent, script.parent)]
         seen += [Exposure(scratch, scratch, read_only=False), Exposure(fake.directory, fake.directory, False)]
@@ -193,21 +210,46 @@ class ScriptRunner:
         return ScriptRuns(self, script)
 
 
+class Run:
+    """A run of a script to start ahead of the checks that read it: ``Run("arg", dump="v2-runc-only")``."""
+
+    def __init__(self, *args: str, **options: Any) -> None:
+        self.args, self.options = args, options
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        return (self.args, tuple(sorted(self.options.items())))
+
+
 class ScriptRuns:
     """The runs of one learner script, each distinct run made once: a step's checks share them."""
 
     def __init__(self, runner: ScriptRunner, script: Path | LearnerFile) -> None:
         self.runner = runner
         self.script = script
-        self._runs: dict[tuple[object, ...], LearnerRun] = {}
+        self._runs: dict[tuple[object, ...], Future[LearnerRun]] = {}
+
+    def ahead(self, *runs: Run) -> ScriptRuns:
+        """Start ``runs`` side by side now (they do not depend on each other); a check then waits for its own."""
+        for planned in runs:
+            if planned.key not in self._runs:
+                self._runs[planned.key] = self.runner.pool.submit(
+                    self.runner.run, self.script, *planned.args, **planned.options
+                )
+        return self
 
     def run(self, *args: str, **options: Any) -> LearnerRun:
         """As :meth:`ScriptRunner.run`; the same arguments and options give the same (first) run."""
         __tracebackhide__ = True
-        key = (args, tuple(sorted(options.items())))
-        if key not in self._runs:
-            self._runs[key] = self.runner.run(self.script, *args, **options)
-        return self._runs[key]
+        planned = Run(*args, **options)
+        if planned.key not in self._runs:
+            done: Future[LearnerRun] = Future()
+            try:
+                done.set_result(self.runner.run(self.script, *args, **options))
+            except Exception as failure:  # a check failure (no such script) is every asker's
+                done.set_exception(failure)
+            self._runs[planned.key] = done
+        return self._runs[planned.key].result()
 
 
 @dataclass

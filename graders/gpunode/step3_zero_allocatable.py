@@ -6,7 +6,7 @@ from pytest_gpulab.answers import containing, expect_answers, number
 from pytest_gpulab.feedback import Words, expect, expect_value, listed, should_be
 from pytest_gpulab.kube import containers, selects
 from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.nodes import name_of, tolerates, tolerations
+from pytest_gpulab.nodes import lab_nodes, name_of, tolerates, tolerations
 from pytest_gpulab.parsing import dig, quantity_bytes
 
 pytestmark = pytest.mark.step(3, "Zero allocatable GPUs block the reserved job", points=15)
@@ -53,14 +53,16 @@ def check_job(nodes):
     return check
 
 
-def test_reserved_job(learner, live):
+def test_reserved_job(learner, live, lab):
     node = dig(learner.file(POD).object("Pod", "a100-job"), "spec", "nodeName")
     expect(
         node is None,
         f"{POD} sets spec.nodeName: {node}, which places the Pod without the scheduler, so nothing stops it.",
         hint=f"Leave nodeName out and select {NODE} by the label {HOSTNAME}.",
     )
-    written_and_applied(learner.file(POD), live, "Pod", "research/a100-job", check_job(live.list("Node")))
+    written_and_applied(
+        learner.file(POD), live, "Pod", "research/a100-job", check_job(lab_nodes(live, lab.environment.node_names))
+    )
 
 
 def test_allocation_report(learner):

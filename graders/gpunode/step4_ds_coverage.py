@@ -4,6 +4,7 @@ The grader computes the truth itself (nodes the nodeSelector matches against the
 Pods) and runs the script live on two namespaces, one of them without DaemonSets. The MISSING
 path is run live too, on a read-only view of the cluster that hides a random Pod of each
 DaemonSet, as the taint did, and whose DaemonSet status stays self-consistent, as it did then.
+The three runs start side by side.
 """
 
 import pytest
@@ -12,6 +13,7 @@ from pytest_gpulab.clusterview import DoctoredView
 from pytest_gpulab.feedback import blocked_unless, expect, listed
 from pytest_gpulab.nodes import coverage_gaps, daemonset_owner, name_of
 from pytest_gpulab.parsing import dig
+from pytest_gpulab.scripts import Run
 from pytest_gpulab.verdicts import expect_verdict, findings_in, says_ok
 
 pytestmark = pytest.mark.step(4, "ds-coverage.sh checks coverage by labels, not by status", points=15, needs=1)
@@ -27,16 +29,41 @@ STATUS_HINT = (
 
 
 @pytest.fixture(scope="module")
-def coverage(script_runner, learner):
-    return script_runner.runs_of(learner.file(SCRIPT))
-
-
-@pytest.fixture(scope="module")
 def quiet_namespace(lab_cluster):
     """A namespace with no DaemonSet: the learner's research namespace if it has none, else default."""
     live = lab_cluster.live_or_fail()
-    names = {name_of(ns) for ns in live.list("Namespace")}
-    return next(ns for ns in ("research", "default") if ns in names and not live.list("DaemonSet", ns))
+    return next(ns for ns in ("research", "default") if live.get("Namespace", ns) and not live.list("DaemonSet", ns))
+
+
+@pytest.fixture(scope="module")
+def agents(lab_cluster):
+    """The DaemonSets' Pods in the operator's namespace."""
+    return [pod for pod in lab_cluster.live_or_fail().list("Pod", OPERATOR) if daemonset_owner(pod)]
+
+
+@pytest.fixture(scope="module")
+def hidden(agents, step_random):
+    """A random Pod of each DaemonSet, to hide as the taint did."""
+    by_owner: dict[str, list] = {}
+    for pod in sorted(agents, key=name_of):
+        by_owner.setdefault(str(daemonset_owner(pod)), []).append(pod)
+    return {(OPERATOR, name_of(step_random.choice(group))) for group in by_owner.values()}
+
+
+@pytest.fixture(scope="module")
+def view(lab_cluster, hidden, tmp_path_factory):
+    with DoctoredView(lab_cluster.live_or_fail().source, hidden, tmp_path_factory.mktemp("view")) as doctored:
+        yield doctored
+
+
+@pytest.fixture(scope="module")
+def coverage(script_runner, learner, quiet_namespace, view):
+    """The script's three runs, side by side: the operator's namespace, one without DaemonSets, and
+    the operator's namespace on the view that hides a Pod of each DaemonSet."""
+    return script_runner.runs_of(learner.file(SCRIPT)).ahead(
+        Run(OPERATOR, cluster=True), Run(quiet_namespace, cluster=True),
+        Run(OPERATOR, cluster=True, kubeconfig=str(view.kubeconfig)),
+    )  # fmt: skip
 
 
 def missing(gaps):
@@ -62,18 +89,12 @@ def test_namespace_without_daemonsets(coverage, live, quiet_namespace):
     expect_verdict(run.result, SCRIPT, f"Run on {quiet_namespace}, which has no DaemonSet", set(), prefix="MISSING")
 
 
-def test_finds_pods_that_are_gone(script_runner, learner, live, lab_random, tmp_path):
-    pods = [pod for pod in live.list("Pod", OPERATOR) if daemonset_owner(pod)]
-    blocked_unless(pods, f"a DaemonSet Pod in {OPERATOR}, which step 1 deploys,")
-    by_owner: dict[str, list] = {}
-    for pod in sorted(pods, key=name_of):
-        by_owner.setdefault(str(daemonset_owner(pod)), []).append(pod)
-    hidden = {(OPERATOR, name_of(lab_random.choice(group))) for group in by_owner.values()}
+def test_finds_pods_that_are_gone(coverage, agents, hidden, view, live, step_random):
+    blocked_unless(agents, f"a DaemonSet Pod in {OPERATOR}, which step 1 deploys,")
     expected = missing(coverage_gaps(live, OPERATOR, hidden))
-    with DoctoredView(live.source, hidden_pods=hidden, work_dir=tmp_path) as view:
-        run = script_runner.run(learner.file(SCRIPT), OPERATOR, cluster=True, kubeconfig=str(view.kubeconfig))
-        refused = list(view.refused)
-    nodes = listed(sorted({str(dig(pod, "spec", "nodeName")) for pod in pods if (OPERATOR, name_of(pod)) in hidden}))
+    run = coverage.run(OPERATOR, cluster=True, kubeconfig=str(view.kubeconfig))
+    refused = list(view.refused)
+    nodes = listed(sorted({str(dig(pod, "spec", "nodeName")) for pod in agents if (OPERATOR, name_of(pod)) in hidden}))
     expect(
         not refused,
         f"{SCRIPT} tried to change the cluster ({listed(f'{m} {p}' for m, p in refused)}); a checker only reads.",
@@ -85,7 +106,7 @@ def test_finds_pods_that_are_gone(script_runner, learner, live, lab_random, tmp_
         expected,
         prefix="MISSING",
         hint=lambda _: STATUS_HINT,
-        detail={"hidden": sorted(hidden), **lab_random.detail},
+        detail={"hidden": sorted(hidden), **step_random.detail},
     )
 
 

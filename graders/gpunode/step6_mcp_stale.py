@@ -2,7 +2,7 @@
 
 The grader reads how long the pool worker has been Updating and runs the script with a threshold
 below that age and one above it (random, seeded: the detail says how to replay them), and with
-no argument (30 minutes).
+no argument (30 minutes), the three runs side by side.
 """
 
 from datetime import UTC, datetime
@@ -12,6 +12,7 @@ import pytest
 from pytest_gpulab.feedback import blocked_unless, expect
 from pytest_gpulab.kube import condition
 from pytest_gpulab.nodes import name_of
+from pytest_gpulab.scripts import Run
 from pytest_gpulab.verdicts import expect_verdict
 
 pytestmark = pytest.mark.step(6, "mcp-stale.sh alerts on updates that never finish", points=10, needs=5)
@@ -50,8 +51,18 @@ def stale_at(pools, minutes):
 
 
 @pytest.fixture(scope="module")
-def stale(script_runner, learner):
-    return script_runner.runs_of(learner.file(SCRIPT))
+def thresholds(pools, step_random):
+    """The script's arguments: a threshold below the pool's age, one above it (drawn in this order), none."""
+    age = age_minutes(pools["worker"])
+    below = step_random.randint(max(1, age // 2), max(1, age - MARGIN))
+    return {"below": (str(below),), "above": (str(age + step_random.randint(MARGIN, 1_000_000)),), "default": ()}
+
+
+@pytest.fixture(scope="module")
+def stale(script_runner, learner, thresholds):
+    """The script's three runs, side by side."""
+    runs = script_runner.runs_of(learner.file(SCRIPT))
+    return runs.ahead(*(Run(*args, cluster=True) for args in thresholds.values()))
 
 
 def run_with(stale, pools, minutes, detail, *args):
@@ -65,15 +76,12 @@ def run_with(stale, pools, minutes, detail, *args):
     )  # fmt: skip
 
 
-def test_stale_below_its_age(stale, pools, lab_random):
-    age = age_minutes(pools["worker"])
-    minutes = lab_random.randint(max(1, age // 2), max(1, age - MARGIN))
-    run_with(stale, pools, minutes, lab_random.detail, str(minutes))
+def test_stale_below_its_age(stale, pools, thresholds, step_random):
+    run_with(stale, pools, int(*thresholds["below"]), step_random.detail, *thresholds["below"])
 
 
-def test_ok_above_its_age(stale, pools, lab_random):
-    minutes = age_minutes(pools["worker"]) + lab_random.randint(MARGIN, 1_000_000)
-    run_with(stale, pools, minutes, lab_random.detail, str(minutes))
+def test_ok_above_its_age(stale, pools, thresholds, step_random):
+    run_with(stale, pools, int(*thresholds["above"]), step_random.detail, *thresholds["above"])
 
 
 def test_default_threshold_is_thirty_minutes(stale, pools):

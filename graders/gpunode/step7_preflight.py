@@ -9,7 +9,7 @@ import pytest
 
 from pytest_gpulab.feedback import expect, listed
 from pytest_gpulab.kube import condition
-from pytest_gpulab.nodes import SYSTEM_TAINT_PREFIX, is_cordoned, is_custom, is_ready, name_of, taints
+from pytest_gpulab.nodes import SYSTEM_TAINT_PREFIX, is_cordoned, is_custom, is_ready, lab_nodes, name_of, taints
 from pytest_gpulab.verdicts import expect_verdict, findings_in, says_ok
 
 pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15)
@@ -23,12 +23,12 @@ SYSTEM_TAINT_HINT = (
 )
 
 
-def blockers(live):
-    """What the gate must refuse on, as the cluster is now."""
+def blockers(live, lab):
+    """What the gate must refuse on, as the lab's pools and nodes are now."""
     found = {
         f"mcp/{name_of(p)}" for p in live.list("MachineConfigPool") if condition(p, "Updating").get("status") == "True"
     }
-    for node in live.list("Node"):
+    for node in lab_nodes(live, lab.environment.node_names):
         if not is_ready(node) or is_cordoned(node):
             found.add(f"node/{name_of(node)}")
         found |= {f"taint/{name_of(node)}/{taint.get('key')}" for taint in taints(node) if is_custom(taint)}
@@ -39,8 +39,8 @@ def system_taint_reported(printed):
     return SYSTEM_TAINT_HINT if any(f"/{SYSTEM_TAINT_PREFIX}" in line for line in printed) else None
 
 
-def test_gate_at_the_end_state(script_runner, learner, live):
-    expected = blockers(live)
+def test_gate_at_the_end_state(script_runner, learner, live, lab):
+    expected = blockers(live, lab)
     run = script_runner.run(learner.file(SCRIPT), cluster=True)
     expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", expected, prefix="BLOCKED", hint=system_taint_reported

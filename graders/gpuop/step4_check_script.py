@@ -5,7 +5,7 @@ import re
 import pytest
 
 from pytest_gpulab.feedback import expect, fail
-from pytest_gpulab.scripts import said
+from pytest_gpulab.scripts import Run, said
 
 pytestmark = pytest.mark.step(4, "check-runtime.sh reads the loaded configuration", points=15)
 
@@ -23,7 +23,9 @@ FILES_HINT = "A file is what was written, not what was loaded: judge by the outp
 
 @pytest.fixture(scope="module")
 def runs(script_runner, learner):
-    return script_runner.runs_of(learner.file(SCRIPT))
+    return script_runner.runs_of(learner.file(SCRIPT)).ahead(
+        Run(dump=WITH_NVIDIA), Run(dump=WITHOUT_NVIDIA), Run(dump=OTHER_GPU_HANDLER), Run(containerd=False)
+    )
 
 
 def test_reads_the_dump_not_the_files(learner):
