@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from . import gradescope, report_file, sandbox, summary
-from .fixtures import settings_key
+from .fixtures import connection_key, settings_key
 from .reporting import NOT_GRADED, StepResult, results_key, step_results
 from .settings import RunSettings
 
@@ -53,7 +53,15 @@ class GradingReports:
         )
 
     def document(self, *, complete: bool) -> dict[str, Any]:
-        return report_file.document(self.info(), self.results(), complete=complete, interrupted=self.interrupted)
+        data = report_file.document(self.info(), self.results(), complete=complete, interrupted=self.interrupted)
+        return {**data, "cluster_reads": self.cluster_reads()}
+
+    def cluster_reads(self) -> dict[str, int] | None:
+        """What the grading asked of the API server (None before it first did): the same at any cluster size."""
+        connection = self.config.stash.get(connection_key, None)
+        if connection is None or connection.live is None:
+            return None
+        return {"requests": connection.live.reads, "bytes": connection.live.received}
 
     def write(self, *, complete: bool = False) -> None:
         if self.settings.report is None:
