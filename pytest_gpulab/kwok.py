@@ -17,26 +17,20 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import toolchain
+from .bringup import Bringup, write_kwokctl_config
+from .errors import ApiError, TransportError
+from .kwokctl import component_logs, create_command, delete_command, port_is_free
 from .labfile import Environment, Lab, NodeSpec
 from .labs import discover
 from .waiting import wait_until
-
-KWOKCTL_BINARIES = {
-    "--etcd-binary": "etcd",
-    "--kube-apiserver-binary": "kube-apiserver",
-    "--kube-controller-manager-binary": "kube-controller-manager",
-    "--kube-scheduler-binary": "kube-scheduler",
-    "--kwok-controller-binary": "kwok",
-}
 
 
 class KwokClusterError(RuntimeError):
@@ -44,15 +38,6 @@ class KwokClusterError(RuntimeError):
 
 
 PORT_RACE_ATTEMPTS = 3
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
 
 
 class KwokCluster:
@@ -82,6 +67,7 @@ class KwokCluster:
         self.start_timeout = start_timeout
         self.ready_timeout = ready_timeout
         self.startup_seconds: float | None = None
+        self._api: Bringup | None = None
 
     @classmethod
     def for_lab(cls, lab: Lab | str, *, lab_dirs: Sequence[Path] = (), **kwargs: Any) -> KwokCluster:
@@ -137,7 +123,7 @@ class KwokCluster:
                 f"missing lab cluster binaries in {self.bin_dir}: {', '.join(missing)}. "
                 "Build them with `gpulab build` (or scripts/setup)."
             )
-        if self.apiserver_port and not _port_is_free(self.apiserver_port):
+        if self.apiserver_port and not port_is_free(self.apiserver_port):
             raise KwokClusterError(
                 f"port {self.apiserver_port} is already in use, so the lab cluster's API server cannot listen "
                 "on it. Stop what uses it (another lab cluster: `gpulab down LAB`) or choose another port."
@@ -146,24 +132,8 @@ class KwokCluster:
             self.workdir = Path(tempfile.mkdtemp(prefix="gpulab-kwok-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        command = [
-            str(self.bin_dir / "kwokctl"),
-            "create",
-            "cluster",
-            "--name",
-            self.name,
-            "--runtime",
-            "binary",
-            "--kubeconfig",
-            "",
-            "--disable-qps-limits",
-            "--timeout",
-            f"{int(self.start_timeout)}s",
-        ]
-        for flag, binary in KWOKCTL_BINARIES.items():
-            command += [flag, str(self.bin_dir / binary)]
-        if self.apiserver_port:
-            command += ["--kube-apiserver-port", str(self.apiserver_port)]
+        config = write_kwokctl_config(self.workdir)
+        command = create_command(self.bin_dir, self.name, self.start_timeout, config, self.apiserver_port)
         try:
             result = subprocess.run(
                 command,
@@ -186,9 +156,7 @@ class KwokCluster:
             self._cleanup_after_failure()
             raise KwokClusterError(message)
         try:
-            self._wait_for_apiserver(self.ready_timeout)
-            self.create_nodes(self.nodes)
-            self.wait_until_ready(self.ready_timeout)
+            self._bring_up()
             self.apply_objects(self.objects)
         except BaseException:
             self._cleanup_after_failure()
@@ -196,17 +164,9 @@ class KwokCluster:
         self.startup_seconds = time.monotonic() - started
         return self
 
-    def _component_logs(self) -> str:
-        logs_dir = self.cluster_dir / "logs" if self.workdir else None
-        if not logs_dir or not logs_dir.is_dir():
-            return ""
-        return "\n".join(
-            f"--- {log.name}\n{log.read_text(errors='replace')[-1500:]}" for log in sorted(logs_dir.glob("*.log"))
-        )
-
     def _explain_start_failure(self, what: str, output: str = "") -> str:
         """A start failure in words: the likely cause first, then kwokctl's output and the logs' tails."""
-        logs = self._component_logs()
+        logs = component_logs(self.cluster_dir) if self.workdir else ""
         if "address already in use" in output + logs:
             port = f" ({self.apiserver_port})" if self.apiserver_port else ""
             return (
@@ -227,18 +187,9 @@ class KwokCluster:
                 f"kwokctl is not in {self.bin_dir}, so the cluster in {self.cluster_dir} cannot be stopped. "
                 "Build the binaries with `gpulab build` (or set GPULAB_BIN_DIR), then try again."
             )
-        # kwokctl refuses an empty --kubeconfig here; a path of our own keeps ~/.kube/config untouched.
         try:
             result = subprocess.run(
-                [
-                    str(self.bin_dir / "kwokctl"),
-                    "delete",
-                    "cluster",
-                    "--name",
-                    self.name,
-                    "--kubeconfig",
-                    str(self.workdir / "unused-kubeconfig.yaml"),
-                ],
+                delete_command(self.bin_dir, self.name, self.workdir / "unused-kubeconfig.yaml"),
                 env=self.environment(),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
@@ -264,6 +215,9 @@ class KwokCluster:
 
     def stop(self) -> None:
         """Stop every component and delete the cluster's state."""
+        if self._api is not None:
+            self._api.close()
+            self._api = None
         self._kwokctl_delete(check=True)
         self._remove_workdir()
 
@@ -298,11 +252,6 @@ class KwokCluster:
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
-    def create_nodes(self, nodes: Sequence[NodeSpec]) -> None:
-        if nodes:
-            manifest = {"apiVersion": "v1", "kind": "List", "items": [node.manifest() for node in nodes]}
-            self.kubectl("create", "-f", "-", input=json.dumps(manifest))
-
     def apply_objects(self, paths: Sequence[Path]) -> None:
         """The lab's starting objects, file by file; a file's CustomResourceDefinitions are Established
         before the next file, which may hold their custom resources."""
@@ -324,36 +273,30 @@ class KwokCluster:
         except KwokClusterError:
             return False
 
-    def _wait_for_apiserver(self, timeout: float) -> None:
-        """kwokctl may return before the API server takes requests; wait for /readyz."""
-        if not wait_until(self._answers_readyz, timeout, interval=0.25):
-            raise KwokClusterError(
-                self._explain_start_failure(f"the API server did not answer /readyz within {timeout:.0f}s")
-            )
+    @property
+    def api(self) -> Bringup:
+        """In-process reads and first writes for the cluster's start (made on first use)."""
+        if self._api is None:
+            self._api = Bringup(self.kubeconfig)
+        return self._api
 
-    def _ready(self) -> bool:
-        wanted = {node.name for node in self.nodes}
-        result = self.kubectl("get", "nodes", "-o", "json", check=False)
-        if result.returncode != 0:
-            return False
-        ready = {
-            item["metadata"]["name"]
-            for item in json.loads(result.stdout)["items"]
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in item.get("status", {}).get("conditions", [])
-            )
-        }
-        if not wanted <= ready:
-            return False
-        return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
+    def create_nodes(self, nodes: Sequence[NodeSpec]) -> None:
+        try:
+            self.api.create_nodes(nodes)
+        except (ApiError, TransportError) as error:
+            raise KwokClusterError(f"the lab nodes could not be created: {error}") from None
 
-    def wait_until_ready(self, timeout: float) -> None:
-        """Wait until every lab node is Ready and the ``default`` ServiceAccount exists."""
-        if not wait_until(self._ready, timeout, interval=0.25):
-            nodes = ", ".join(node.name for node in self.nodes) or "no nodes"
-            raise KwokClusterError(
-                self._explain_start_failure(
-                    f"it did not become ready within {timeout:.0f}s (nodes Ready: {nodes}; default ServiceAccount)"
-                )
-            )
+    def _wait(self, what: str, condition: Callable[[], bool]) -> None:
+        if not wait_until(condition, self.ready_timeout, interval=0.05):
+            raise KwokClusterError(self._explain_start_failure(f"it did not {what} within {self.ready_timeout:.0f}s"))
+
+    def _bring_up(self) -> None:
+        """Nodes created as soon as the API server serves; then /readyz, the nodes Ready, the default ServiceAccount."""
+        names = [node.name for node in self.nodes]
+        self._wait("answer /version", self.api.serving)
+        self.create_nodes(self.nodes)
+        self._wait("answer /readyz", self.api.ready)
+        self._wait(
+            f"become ready (nodes Ready: {', '.join(names) or 'no nodes'}; default ServiceAccount)",
+            lambda: self.api.nodes_ready(names) and self.api.default_service_account(),
+        )

@@ -40,9 +40,18 @@ class Transport:
         return str(self.api_client.configuration.host)
 
     def request(
-        self, method: str, path: str, query: Mapping[str, str], headers: Mapping[str, str], body: Any, timeout: float
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        body: Any,
+        timeout: float,
+        *,
+        raw: bool = False,
     ) -> Any:
-        """The JSON answer; :class:`ApiError` for an HTTP error, :class:`TransportError` when none came."""
+        """The JSON answer (the bytes with ``raw``); :class:`ApiError` for an HTTP error,
+        :class:`TransportError` when none came."""
         self.requests += 1
         try:
             method, url, sent, data, _ = self.api_client.param_serialize(
@@ -60,7 +69,7 @@ class Transport:
         self.received += len(response.data or b"")
         if response.status >= 400:
             raise ApiError(response.status, str(response.reason), response.data)
-        return json.loads(response.data or b"null")
+        return response.data if raw else json.loads(response.data or b"null")
 
     def watch(self, path: str, query: Mapping[str, str], idle: float) -> Iterator[dict[str, Any]]:
         """The watch's events as they come; it ends when the server closes it or ``idle`` seconds pass

@@ -1,0 +1,104 @@
+"""A fresh lab cluster brought to Ready, read in-process: no kubectl process per poll.
+
+kwokctl returns once the API server serves. The lab's nodes are created at once, while
+the API server finishes its post-start hooks (system priority classes, RBAC roles):
+then /readyz answers, the kwok controller has the nodes Ready, and the ``default``
+ServiceAccount exists. That one the controller manager would make a moment later; it is
+made here the same way (``default/default``, nothing else in it), so the first Pod of a
+test need not wait for the controller manager's start. Usable without pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import ApiError, TransportError
+from .labfile import NodeSpec
+
+JSON = {"Accept": "application/json", "Content-Type": "application/json"}
+CONFLICT = 409  # AlreadyExists: made meanwhile, by a controller or an earlier attempt
+
+# Where kwokctl can be configured to start the lab cluster faster without changing what a learner
+# sees: one etcd member elects itself at once, and single-instance components skip leader election.
+KWOKCTL_CONFIG = """\
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+componentsPatches:
+- name: etcd
+  extraArgs:
+  - {key: heartbeat-interval, value: "10"}
+  - {key: election-timeout, value: "100"}
+- name: kube-controller-manager
+  extraArgs:
+  - {key: leader-elect, value: "false"}
+- name: kube-scheduler
+  extraArgs:
+  - {key: leader-elect, value: "false"}
+"""
+
+
+def write_kwokctl_config(directory: Path) -> Path:
+    path = directory / "kwokctl-config.yaml"
+    path.write_text(KWOKCTL_CONFIG)
+    return path
+
+
+class Bringup:
+    """The checks and first writes of a cluster's start, against its kubeconfig."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        from .transport import Transport  # the kubernetes client is slow to import: only when a cluster starts
+
+        self.transport = Transport(str(kubeconfig), retries=0)
+
+    def _get(self, path: str, query: dict[str, str] | None = None, *, raw: bool = False) -> Any:
+        try:
+            return self.transport.request("GET", path, query or {}, JSON, None, 5, raw=raw)
+        except (ApiError, TransportError):
+            return None
+
+    def _create(self, path: str, manifest: dict[str, Any]) -> None:
+        try:
+            self.transport.request("POST", path, {}, JSON, manifest, 10)
+        except ApiError as error:
+            if error.status != CONFLICT:
+                raise
+
+    def serving(self) -> bool:
+        return self._get("/version") is not None
+
+    def ready(self) -> bool:
+        return self._get("/readyz", raw=True) is not None
+
+    def create_nodes(self, nodes: Sequence[NodeSpec]) -> None:
+        for node in nodes:
+            self._create("/api/v1/nodes", node.manifest())
+
+    def nodes_ready(self, names: Sequence[str]) -> bool:
+        if not names:
+            return True
+        found = self._get("/api/v1/nodes", {"labelSelector": f"kubernetes.io/hostname in ({','.join(names)})"})
+        ready = {
+            item["metadata"]["name"]
+            for item in (found or {}).get("items", [])
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in item.get("status", {}).get("conditions", [])
+            )
+        }
+        return set(names) <= ready
+
+    def default_service_account(self) -> bool:
+        """Whether ``default/default`` exists, made here when it does not yet."""
+        path = "/api/v1/namespaces/default/serviceaccounts"
+        if self._get(f"{path}/default") is None:
+            try:
+                self._create(path, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+            except (ApiError, TransportError):
+                return False
+        return True
+
+    def close(self) -> None:
+        self.transport.close()
