@@ -18,6 +18,7 @@ from .errors import ApiError, TransportError
 from .labfile import NodeSpec
 
 JSON = {"Accept": "application/json", "Content-Type": "application/json"}
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 CONFLICT = 409  # AlreadyExists: made meanwhile, by a controller or an earlier attempt
 
 # Where kwokctl can be configured to start the lab cluster faster without changing what a learner
@@ -43,6 +44,16 @@ def write_kwokctl_config(directory: Path) -> Path:
     path = directory / "kwokctl-config.yaml"
     path.write_text(KWOKCTL_CONFIG)
     return path
+
+
+def _schedulable(node: dict[str, Any]) -> bool:
+    """Ready, and rid of the not-ready taint the API server gives a new node (the controller manager
+    lifts it): until then the scheduler places nothing there."""
+    conditions = node.get("status", {}).get("conditions", [])
+    taints = node.get("spec", {}).get("taints", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) and not any(
+        t.get("key") in NOT_READY_TAINTS for t in taints
+    )
 
 
 class Bringup:
@@ -80,14 +91,7 @@ class Bringup:
         if not names:
             return True
         found = self._get("/api/v1/nodes", {"labelSelector": f"kubernetes.io/hostname in ({','.join(names)})"})
-        ready = {
-            item["metadata"]["name"]
-            for item in (found or {}).get("items", [])
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in item.get("status", {}).get("conditions", [])
-            )
-        }
+        ready = {item["metadata"]["name"] for item in (found or {}).get("items", []) if _schedulable(item)}
         return set(names) <= ready
 
     def default_service_account(self) -> bool:

@@ -286,9 +286,10 @@ class KwokCluster:
         except (ApiError, TransportError) as error:
             raise KwokClusterError(f"the lab nodes could not be created: {error}") from None
 
-    def _wait(self, what: str, condition: Callable[[], bool]) -> None:
+    def _wait(self, what: str, condition: Callable[[], bool], waited_for: str = "") -> None:
         if not wait_until(condition, self.ready_timeout, interval=0.05):
-            raise KwokClusterError(self._explain_start_failure(f"it did not {what} within {self.ready_timeout:.0f}s"))
+            failure = f"it did not {what} within {self.ready_timeout:.0f}s{waited_for}"
+            raise KwokClusterError(self._explain_start_failure(failure))
 
     def _bring_up(self) -> None:
         """Nodes created as soon as the API server serves; then /readyz, the nodes Ready, the default ServiceAccount."""
@@ -297,6 +298,7 @@ class KwokCluster:
         self.create_nodes(self.nodes)
         self._wait("answer /readyz", self.api.ready)
         self._wait(
-            f"become ready (nodes Ready: {', '.join(names) or 'no nodes'}; default ServiceAccount)",
+            "become ready",
             lambda: self.api.nodes_ready(names) and self.api.default_service_account(),
+            f" (nodes Ready and schedulable: {', '.join(names) or 'no nodes'}; default ServiceAccount)",
         )
