@@ -12,9 +12,9 @@ from grading import json_report, solve
 from pytest_gpulab.crowd import add_crowd
 from pytest_gpulab.kwok import KwokCluster
 
-EXTRA_NODES, EXTRA_PODS = 200, 2000
-# A grader that lists every node reads some 2 KB more per node: 400 KB here, several times the
-# whole grading's bytes. What may differ is a resourceVersion's length or a timestamp.
+EXTRA_NODES, EXTRA_PODS = 100, 1000
+# A grader that lists every node reads some 2 KB more per node (every Pod, 1.5 KB): 200 KB here, as much
+# as a whole grading's bytes or more. What may differ is a resourceVersion's length or a timestamp.
 BYTES_SLACK = 1.1
 
 # gpunode's preflight gate blocks on any custom taint, so its crowd is untainted (its DaemonSets
