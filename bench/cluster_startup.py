@@ -1,32 +1,40 @@
-"""Time from nothing to a Ready lab cluster, binaries cached.
+"""Time from nothing to a Ready lab cluster, binaries cached, for each lab.
 
-    .venv/bin/python bench/cluster_startup.py [RUNS]
+    .venv/bin/python bench/cluster_startup.py [RUNS] [LAB ...]
 
-Each run: KwokCluster.for_lab("gpuop").start() (kwokctl create, three nodes
-created, all Ready, default ServiceAccount present), then stop().
+Each run: KwokCluster.for_lab(LAB).start() (kwokctl create, the lab's nodes created, Ready and rid
+of the not-ready taint, the default ServiceAccount present, the lab's starting objects applied),
+then stop(). The labs take turns, run by run.
 """
+
+from __future__ import annotations
 
 import statistics
 import sys
 import time
 
+from benchkit import figure
+
 from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.labs import discover
 
 
-def main(runs: int) -> None:
-    starts, stops = [], []
+def main(runs: int, labs: list[str]) -> None:
+    starts: dict[str, list[float]] = {lab: [] for lab in labs}
+    stops: list[float] = []
     for index in range(runs):
-        cluster = KwokCluster.for_lab("gpuop", name=f"bench-{index}")
-        began = time.monotonic()
-        cluster.start()
-        ready = time.monotonic()
-        cluster.stop()
-        starts.append(ready - began)
-        stops.append(time.monotonic() - ready)
-    print(f"runs: {runs}")
-    print(f"start to Ready (s): min {min(starts):.2f}  median {statistics.median(starts):.2f}  max {max(starts):.2f}")
-    print(f"stop (s): median {statistics.median(stops):.2f}")
+        for lab in labs:
+            cluster = KwokCluster.for_lab(lab, name=f"bench-{lab}-{index}")
+            began = time.monotonic()
+            cluster.start()
+            ready = time.monotonic()
+            cluster.stop()
+            starts[lab].append(ready - began)
+            stops.append(time.monotonic() - ready)
+    for lab, seconds in starts.items():
+        print(f"{lab}: start to Ready {figure(seconds)} s over {runs} runs")
+    print(f"stop: median {statistics.median(stops):.2f} s")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, sys.argv[2:] or sorted(discover().names))
