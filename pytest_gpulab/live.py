@@ -185,15 +185,15 @@ class LiveCluster:
     ) -> dict[str, Any] | None:
         """The object once ``predicate`` holds, watched rather than polled: it answers as soon as the
         object changes. The wait ends at ``timeout``, or sooner once the object has not changed for
-        ``quiet`` seconds (the controllers are done with it); the last state seen either way."""
+        ``quiet`` seconds (the controllers are done with it); the last state seen either way. An
+        object that does not exist is not waited for: only the learner makes a named object appear."""
         namespace, name = split_name(name, namespace)
         resource = self.resource(kind)
         last = self.get_path(resource.path(name, namespace)) if resource else None
-        if resource is None or predicate(last):
+        if resource is None or last is None or timeout <= 0 or predicate(last):
             return last
         query = {"fieldSelector": f"metadata.name={name}", "timeoutSeconds": str(max(1, math.ceil(timeout)))}
-        if last:
-            query["resourceVersion"] = str(dig(last, "metadata", "resourceVersion") or "")
+        query["resourceVersion"] = str(dig(last, "metadata", "resourceVersion") or "")
         deadline = time.monotonic() + timeout
         try:
             for event in self.transport.watch(resource.path(namespace=namespace), query, idle=min(quiet, timeout)):

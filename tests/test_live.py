@@ -137,5 +137,5 @@ def test_a_wait_on_an_object_at_rest_ends_after_the_quiet_time(gpuop_cluster):
     assert dig(at_rest, "metadata", "name") == "kube-root-ca.crt"
     assert 0.9 < took < 5, took
     started = time.monotonic()
-    assert live.wait_for("Pod", "default/never-created", lambda p: p is not None, 2, quiet=10) is None
-    assert 1.5 < time.monotonic() - started < 5
+    assert live.wait_for("Pod", "default/never-created", lambda p: p is not None, 30, quiet=10) is None
+    assert time.monotonic() - started < 1  # only the learner makes a named object appear: no wait

@@ -15,12 +15,13 @@ NAMESPACE = "nvidia-gpu-operator"
 DAEMONSETS = ("gpu-feature-discovery", "nvidia-device-plugin-daemonset")
 REPORT = "out/impact.txt"
 WAIT_SECONDS = 20
+RESERVATION = "ai4dd-a100-reserved"
 
 
 def test_node_restored_and_cordoned(live):
     node = live.get("Node", NODE)
     expect(node, f"The node {NODE} is not in the cluster.")
-    left = [t.get("key") for t in taints(node) if t.get("key") == "ai4dd-a100-reserved"]
+    left = [t.get("key") for t in taints(node) if t.get("key") == RESERVATION]
     expect(
         not left,
         f"{NODE} still carries the taint ai4dd-a100-reserved; remove it (kubectl taint node {NODE} ai4dd-a100-reserved-).",
@@ -34,13 +35,23 @@ def test_node_restored_and_cordoned(live):
     expect(is_cordoned(node), f"{NODE} is not cordoned; the waiting update cordons it (kubectl cordon {NODE}).")
 
 
+def wait_seconds(live, *, untainted):
+    """How long the agents (``untainted``: they do not tolerate the reservation) or the job may take to get
+    there: nothing to wait for on a node that is not back, with its four GPUs advertised."""
+    node = live.get("Node", NODE)
+    back = advertised(node, "nvidia.com/gpu") == ("4", "4")
+    if untainted:
+        back = back and not [t for t in taints(node) if t.get("key") == RESERVATION]
+    return WAIT_SECONDS if back else 0
+
+
 def test_agents_back_on_every_node(live, lab):
-    everywhere = len(lab.environment.node_names)
+    everywhere, seconds = len(lab.environment.node_names), wait_seconds(live, untainted=True)
     wrong = []
     for name in DAEMONSETS:
         ds = live.wait_for(
             "DaemonSet", name, lambda d: d is not None and (Rollout.of(d).desired, Rollout.of(d).ready) == (everywhere, everywhere),
-            WAIT_SECONDS, namespace=NAMESPACE,
+            seconds, namespace=NAMESPACE,
         )  # fmt: skip
         if ds is None:
             wrong.append(f"{name} is not in the cluster")
@@ -52,7 +63,8 @@ def test_agents_back_on_every_node(live, lab):
 
 
 def test_reserved_job_runs(live):
-    pod = live.wait_for("Pod", "research/a100-job", lambda p: dig(p, "status", "phase") == "Running", WAIT_SECONDS)
+    seconds = wait_seconds(live, untainted=False)
+    pod = live.wait_for("Pod", "research/a100-job", lambda p: dig(p, "status", "phase") == "Running", seconds)
     blocked_unless(pod, "the Pod research/a100-job, which step 3 creates,")
     expect(
         dig(pod, "status", "phase") == "Running" and dig(pod, "spec", "nodeName") == NODE,
