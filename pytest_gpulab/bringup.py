@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import ApiError, TransportError
 from .labfile import NodeSpec
+from .nodes import HOSTNAME_LABEL
 
 JSON = {"Accept": "application/json", "Content-Type": "application/json"}
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
@@ -90,7 +91,7 @@ class Bringup:
     def nodes_ready(self, names: Sequence[str]) -> bool:
         if not names:
             return True
-        found = self._get("/api/v1/nodes", {"labelSelector": f"kubernetes.io/hostname in ({','.join(names)})"})
+        found = self._get("/api/v1/nodes", {"labelSelector": f"{HOSTNAME_LABEL} in ({','.join(names)})"})
         ready = {item["metadata"]["name"] for item in (found or {}).get("items", []) if _schedulable(item)}
         return set(names) <= ready
 

@@ -1,7 +1,7 @@
 """A crowd of extra fake nodes and Pods around a lab, as in a big real cluster. Usable without pytest.
 
 A grading must not read more as the cluster grows: ``tests/test_scale.py`` and
-``bench/scale.py`` grade a lab with and without a crowd. The crowd stays out of the
+``bench/grading_speed.py`` grade a lab with and without a crowd. The crowd stays out of the
 lab's way: its nodes carry none of the lab's labels, its Pods live in namespaces of
 their own, bound by ``spec.nodeName`` to crowd nodes (kwok runs them), and with
 ``taint=True`` its nodes refuse the lab's own Pods and DaemonSets.

@@ -176,8 +176,14 @@ class KwokCluster:
         return f"the lab cluster could not start: {what}.\n{output}\n{logs}".rstrip()
 
     def _cleanup_after_failure(self) -> None:
+        self._close_api()  # a retried start has another port: its reads need a fresh connection
         self._kwokctl_delete(check=False)
         self._remove_workdir()
+
+    def _close_api(self) -> None:
+        if self._api is not None:
+            self._api.close()
+            self._api = None
 
     def _kwokctl_delete(self, *, check: bool) -> None:
         if self.workdir is None or not self.cluster_dir.exists():
@@ -215,9 +221,7 @@ class KwokCluster:
 
     def stop(self) -> None:
         """Stop every component and delete the cluster's state."""
-        if self._api is not None:
-            self._api.close()
-            self._api = None
+        self._close_api()
         self._kwokctl_delete(check=True)
         self._remove_workdir()
 

@@ -39,6 +39,34 @@ class Transport:
     def host(self) -> str:
         return str(self.api_client.configuration.host)
 
+    def _call(
+        self, method: str, path: str, query: list[tuple[str, str]], headers: Mapping[str, str], body: Any, timeout: Any
+    ) -> Any:
+        """The client's response, its body not yet read; the client's errors in our words."""
+        self.requests += 1
+        try:
+            method, url, sent, data, _ = self.api_client.param_serialize(
+                method, path, query_params=query, header_params=dict(headers), body=body, auth_settings=["BearerToken"]
+            )
+            response = self.api_client.call_api(method, url, header_params=sent, body=data, _request_timeout=timeout)
+        except ApiException as error:
+            if not error.status:  # the client's word for a TLS failure: no answer came
+                raise TransportError(str(error.reason)) from None
+            raise ApiError(error.status, str(error.reason), error.body) from None
+        except _TRANSPORT_ERRORS as error:
+            raise TransportError(str(getattr(error, "reason", None) or error)) from None
+        if response.status >= 400:
+            raise ApiError(response.status, str(response.reason), self._read(response))
+        return response
+
+    def _read(self, response: Any) -> bytes:
+        try:
+            data = bytes(response.read() or b"")
+        except _TRANSPORT_ERRORS as error:
+            raise TransportError(str(getattr(error, "reason", None) or error)) from None
+        self.received += len(data)
+        return data
+
     def request(
         self,
         method: str,
@@ -52,45 +80,15 @@ class Transport:
     ) -> Any:
         """The JSON answer (the bytes with ``raw``); :class:`ApiError` for an HTTP error,
         :class:`TransportError` when none came."""
-        self.requests += 1
-        try:
-            method, url, sent, data, _ = self.api_client.param_serialize(
-                method, path, query_params=list(query.items()), header_params=dict(headers), body=body,
-                auth_settings=["BearerToken"],
-            )  # fmt: skip
-            response = self.api_client.call_api(method, url, header_params=sent, body=data, _request_timeout=timeout)
-            response.read()
-        except ApiException as error:
-            if not error.status:  # the client's word for a TLS failure: no answer came
-                raise TransportError(str(error.reason)) from None
-            raise ApiError(error.status, str(error.reason), error.body) from None
-        except _TRANSPORT_ERRORS as error:
-            raise TransportError(str(getattr(error, "reason", None) or error)) from None
-        self.received += len(response.data or b"")
-        if response.status >= 400:
-            raise ApiError(response.status, str(response.reason), response.data)
-        return response.data if raw else json.loads(response.data or b"null")
+        data = self._read(self._call(method, path, list(query.items()), headers, body, timeout))
+        return data if raw else json.loads(data or b"null")
 
     def watch(self, path: str, query: Mapping[str, str], idle: float) -> Iterator[dict[str, Any]]:
         """The watch's events as they come; it ends when the server closes it or ``idle`` seconds pass
         without one (the object is at rest)."""
-        self.requests += 1
-        try:
-            method, url, sent, _, _ = self.api_client.param_serialize(
-                "GET", path, query_params=[*query.items(), ("watch", "1")],
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-            )  # fmt: skip
-            response = self.api_client.call_api(method, url, header_params=sent, _request_timeout=(5, idle))
-        except ApiException as error:
-            raise (
-                ApiError(error.status, str(error.reason), error.body)
-                if error.status
-                else TransportError(str(error.reason))
-            ) from None
-        except _TRANSPORT_ERRORS as error:
-            raise TransportError(str(getattr(error, "reason", None) or error)) from None
-        if response.status >= 400:
-            raise ApiError(response.status, str(response.reason), response.read())
+        response = self._call(
+            "GET", path, [*query.items(), ("watch", "1")], {"Accept": "application/json"}, None, (5, idle)
+        )
         try:
             for line in iter_resp_lines(response.response):
                 self.received += len(line)
