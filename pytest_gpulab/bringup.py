@@ -10,7 +10,8 @@ test need not wait for the controller manager's start. Usable without pytest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,17 @@ componentsPatches:
 """
 
 
-def write_kwokctl_config(directory: Path) -> Path:
+def write_kwokctl_config(directory: Path, bin_dir: Path, options: Mapping[str, object] | None = None) -> Path:
+    """The config, with our etcdctl and etcdutl for ``kwokctl snapshot`` (it would download them)
+    and any other of kwokctl's options."""
     path = directory / "kwokctl-config.yaml"
-    path.write_text(KWOKCTL_CONFIG)
+    every = {
+        "etcdctlBinary": str(bin_dir / "etcdctl"),
+        "etcdutlBinary": str(bin_dir / "etcdutl"),
+        **dict(options or {}),
+    }
+    lines = "".join(f"  {key}: {json.dumps(value)}\n" for key, value in every.items())  # JSON is YAML
+    path.write_text(f"{KWOKCTL_CONFIG}options:\n{lines}")
     return path
 
 
@@ -77,6 +86,20 @@ class Bringup:
         except ApiError as error:
             if error.status != CONFLICT:
                 raise
+
+    def items(self, path: str) -> list[dict[str, Any]] | None:
+        """A list's items, or None when it cannot be read (yet)."""
+        found = self._get(path)
+        return None if found is None else list(found.get("items") or [])
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> bool:
+        """Whether the patch was taken (not if the object changed or went meanwhile)."""
+        headers = {"Accept": "application/json", "Content-Type": "application/merge-patch+json"}
+        try:
+            self.transport.request("PATCH", path, {}, headers, patch, 10)
+        except (ApiError, TransportError):
+            return False
+        return True
 
     def serving(self) -> bool:
         return self._get("/version") is not None

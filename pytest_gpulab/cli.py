@@ -6,6 +6,9 @@
     gpulab down gpuop       stop it and delete its state
     gpulab demo gpuop       grade the lab's reference solution on a fresh embedded cluster
 
+Grading away from the learner's machine (``cli_cohort.py``): ``bundle``, ``grade``,
+``grade-batch``, ``cohort-report``, ``job-manifest``, ``job-entry``, ``gradescope``.
+
 Every lab command takes ``--lab-dir PATH`` (also GPULAB_LAB_DIR) for labs
 outside the installed ones, as ``pytest --lab-dir`` does.
 """
@@ -22,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from . import toolchain
+from .cli_cohort import add_commands
 from .kwok import KwokCluster, KwokClusterError
 from .labs import Lab, UnknownLab, discover
 from .settings import gpulab_up_kubeconfig
@@ -143,11 +147,13 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("lab")
     demo.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
     demo.set_defaults(run=cmd_demo)
+    add_commands(commands, lab_dir)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.lab_dirs = _lab_dirs(args) if hasattr(args, "lab_dir") else []
     try:
         return int(args.run(args))
     except (KwokClusterError, toolchain.ToolchainError, UnknownLab) as error:

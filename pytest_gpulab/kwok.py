@@ -54,6 +54,7 @@ class KwokCluster:
         apiserver_port: int | None = None,
         start_timeout: float = 120,
         ready_timeout: float = 60,
+        kwokctl_options: dict[str, object] | None = None,
     ) -> None:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
             raise ValueError(f"cluster name {name!r} must be lower-case letters, digits and dashes")
@@ -66,6 +67,7 @@ class KwokCluster:
         self.apiserver_port = apiserver_port
         self.start_timeout = start_timeout
         self.ready_timeout = ready_timeout
+        self.kwokctl_options = dict(kwokctl_options or {})  # KwokctlConfiguration options
         self.startup_seconds: float | None = None
         self._api: Bringup | None = None
 
@@ -132,7 +134,7 @@ class KwokCluster:
             self.workdir = Path(tempfile.mkdtemp(prefix="gpulab-kwok-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        config = write_kwokctl_config(self.workdir)
+        config = write_kwokctl_config(self.workdir, self.bin_dir, self.kwokctl_options)
         command = create_command(self.bin_dir, self.name, self.start_timeout, config, self.apiserver_port)
         try:
             result = subprocess.run(

@@ -45,3 +45,8 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def snapshot_command(bin_dir: Path, name: str, verb: str, path: Path) -> list[str]:
+    """``kwokctl snapshot save|restore`` in the etcd format (it keeps status and every resource)."""
+    return [str(bin_dir / "kwokctl"), "snapshot", verb, "--name", name, "--format", "etcd", "--path", str(path)]

@@ -34,7 +34,8 @@ COMPONENTS = {
         "kwok": "sigs.k8s.io/kwok/cmd/kwok",
         "kwokctl": "sigs.k8s.io/kwok/cmd/kwokctl",
     },
-    "etcd": {"etcd": "."},
+    # etcdctl and etcdutl save and restore a cluster's snapshot (kwokctl snapshot, bundles).
+    "etcd": {"etcd": ".", "etcdctl": "go.etcd.io/etcd/etcdctl/v3", "etcdutl": "go.etcd.io/etcd/etcdutl/v3"},
     "kubernetes": {
         "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
         "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",

@@ -1,0 +1,138 @@
+"""``gpulab``'s commands for grading away from the learner's machine.
+
+gpulab bundle gpuop -o alice.gpulab.tar.gz   the lab root and the cluster, in one file
+gpulab grade alice.gpulab.tar.gz             grade it in a fresh cluster of its own
+gpulab grade-batch DIR --jobs 2 --out RESULTS   every bundle in DIR, and the cohort report
+gpulab cohort-report RESULTS                 write the cohort report again
+gpulab job-manifest DIR --image IMG --claim PVC   the batch as a Kubernetes Indexed Job
+gpulab job-entry                             what each of the Job's Pods runs
+gpulab gradescope                            Gradescope's run_autograder
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import autograder, jobs, snapshot
+from .batch import bundles_in, grade_batch
+from .bundle import write_bundle
+from .cohort import write_reports
+from .labs import discover
+from .regrade import GRADED, REFUSED, grade_bundle, learner_name
+from .settings import gpulab_up_kubeconfig
+
+
+def _lab_dirs(args: argparse.Namespace) -> list[Path]:
+    """``--lab-dir``, else ``GPULAB_LAB_DIR``, as ``cli.main`` read them."""
+    return list(getattr(args, "lab_dirs", []))
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    lab = discover(_lab_dirs(args)).get(args.lab)
+    root = Path(args.lab_root) if args.lab_root else lab.default_root
+    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else gpulab_up_kubeconfig(lab.name)
+    if not root.is_dir():
+        print(f"gpulab: the lab root {root} is not a directory; give the learner's with --lab-root", file=sys.stderr)
+        return 1
+    out = Path(args.output)
+    manifest = write_bundle(lab, root, snapshot.cluster_for_kubeconfig(kubeconfig), out, learner=args.learner)
+    print(f"wrote {out}: {len(manifest['files'])} files of {root}, the cluster's snapshot "
+          f"({manifest['snapshot']['bytes'] >> 10} KiB), lab {lab.name} rubric {lab.rubric_version}")  # fmt: skip
+    for refusal in manifest["refused"]:
+        print(f"  left out {refusal['path']}: {refusal['reason']}")
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    bundle = Path(args.bundle)
+    out = Path(args.out) if args.out else Path("gpulab-results") / learner_name(bundle)
+    outcome = grade_bundle(bundle, out, seed=args.lab_seed, lab_dirs=_lab_dirs(args))
+    if (out / "output.txt").is_file():
+        sys.stdout.write((out / "output.txt").read_text(errors="replace"))
+    if outcome.status == GRADED:
+        print(f"{bundle.name}: graded, {outcome.earned}/{outcome.possible} points; the reports are in {out}")
+        return 0 if outcome.earned == outcome.possible else 1
+    print(f"{bundle.name}: {outcome.status}: {outcome.reason}", file=sys.stderr)
+    return 2 if outcome.status == REFUSED else 3
+
+
+def cmd_grade_batch(args: argparse.Namespace) -> int:
+    directory, out = Path(args.directory), Path(args.out)
+    if not directory.is_dir():
+        print(f"gpulab: {directory} is not a directory of bundles", file=sys.stderr)
+        return 1
+    outcomes = grade_batch(directory, out, args.jobs, lab_dirs=_lab_dirs(args))
+    write_reports(out)
+    graded = sum(outcome.status == GRADED for outcome in outcomes)
+    print(f"{graded} of {len(outcomes)} bundles graded; the cohort report is {out / 'cohort.html'}")
+    return 0
+
+
+def cmd_cohort_report(args: argparse.Namespace) -> int:
+    cohort = write_reports(Path(args.results))
+    print(f"{len(cohort.learners)} learners; wrote cohort.csv, cohort.json and cohort.html in {args.results}")
+    return 0
+
+
+def cmd_job_manifest(args: argparse.Namespace) -> int:
+    count = len(bundles_in(Path(args.directory)))
+    if count == 0:
+        print(f"gpulab: {args.directory} holds no bundles", file=sys.stderr)
+        return 1
+    manifest = jobs.job_manifest(count, image=args.image, claim=args.claim, name=args.name,
+                                 namespace=args.namespace, parallelism=args.parallelism)  # fmt: skip
+    sys.stdout.write(yaml.safe_dump(manifest, sort_keys=False))
+    return 0
+
+
+def cmd_job_entry(args: argparse.Namespace) -> int:
+    return jobs.job_entry(Path(args.bundles), Path(args.out))
+
+
+def cmd_gradescope(args: argparse.Namespace) -> int:
+    return autograder.run(Path(args.root) if args.root else None)
+
+
+def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
+    bundle = commands.add_parser("bundle", help="write a submission bundle", parents=[lab_dir])
+    bundle.add_argument("lab")
+    bundle.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the bundle to write (NAME.gpulab.tar.gz)"
+    )
+    bundle.add_argument("--lab-root", metavar="PATH", help="the learner's lab root (default: the lab's own)")
+    bundle.add_argument("--kubeconfig", metavar="PATH", help="the lab cluster's (default: the one `gpulab up` started)")
+    bundle.add_argument("--learner", help="the learner's name, kept in the manifest")
+    bundle.set_defaults(run=cmd_bundle)
+    grade = commands.add_parser("grade", help="grade a bundle in a fresh cluster", parents=[lab_dir])
+    grade.add_argument("bundle")
+    grade.add_argument("--out", metavar="DIR", help="where the reports go (default: gpulab-results/LEARNER)")
+    grade.add_argument("--lab-seed", type=int, help="the graders' seed (default: from the bundle's checksum)")
+    grade.set_defaults(run=cmd_grade)
+    batch = commands.add_parser("grade-batch", help="grade every bundle in a folder", parents=[lab_dir])
+    batch.add_argument("directory")
+    batch.add_argument("--jobs", type=int, default=1, help="bundles graded at once, each in its own cluster")
+    batch.add_argument("--out", required=True, metavar="RESULTS", help="the results folder (resumed if there)")
+    batch.set_defaults(run=cmd_grade_batch)
+    report = commands.add_parser("cohort-report", help="write cohort.csv, cohort.json and cohort.html")
+    report.add_argument("results")
+    report.set_defaults(run=cmd_cohort_report)
+    manifest = commands.add_parser("job-manifest", help="print the Indexed Job that grades a folder of bundles")
+    manifest.add_argument("directory", help="the bundles, as the Job's volume will hold them")
+    manifest.add_argument("--image", required=True, help="the grader's image (built from Containerfile)")
+    manifest.add_argument("--claim", required=True, help="the PersistentVolumeClaim with bundles/ and results/")
+    manifest.add_argument("--name", default="gpulab-grade")
+    manifest.add_argument("--namespace", default="default")
+    manifest.add_argument("--parallelism", type=int, default=4)
+    manifest.set_defaults(run=cmd_job_manifest)
+    entry = commands.add_parser("job-entry", help="grade bundle $JOB_COMPLETION_INDEX (a Job's Pod)")
+    entry.add_argument("--bundles", default=f"{jobs.MOUNT}/bundles")
+    entry.add_argument("--out", default=f"{jobs.MOUNT}/results")
+    entry.set_defaults(run=cmd_job_entry)
+    gradescope = commands.add_parser("gradescope", help="Gradescope's run_autograder")
+    gradescope.add_argument("--root", help="default: $GPULAB_AUTOGRADER_ROOT, else /autograder")
+    gradescope.set_defaults(run=cmd_gradescope)

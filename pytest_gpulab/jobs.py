@@ -1,0 +1,94 @@
+"""Past one machine: the batch as a Kubernetes Indexed Job.
+
+``gpulab job-manifest BUNDLES`` writes a Job with one completion index per bundle
+(``completionMode: Indexed``). Every Pod mounts one shared volume holding
+``bundles/`` and ``results/``; the Job controller gives Pod i ``JOB_COMPLETION_INDEX=i``,
+and ``gpulab job-entry`` grades bundle i, in the order of ``batch.bundles_in``
+(by file name), into ``results/<learner>/``, each in a lab cluster of its own
+inside the Pod. Once the Job is complete, ``gpulab cohort-report results/`` writes
+the cohort report. A failed index is retried alone (``backoffLimitPerIndex``).
+The image is ``Containerfile`` at the top of the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .batch import bundles_in, current_rubrics, finished, grade_safely, results_folders
+from .regrade import ERROR
+
+MOUNT = "/work"
+
+
+def job_manifest(
+    count: int,
+    *,
+    image: str,
+    claim: str,
+    name: str = "gpulab-grade",
+    namespace: str = "default",
+    parallelism: int = 4,
+) -> dict[str, Any]:
+    """The Indexed Job that grades ``count`` bundles from the volume claim ``claim``."""
+    container = {
+        "name": "grader",
+        "image": image,
+        "command": ["gpulab", "job-entry", "--bundles", f"{MOUNT}/bundles", "--out", f"{MOUNT}/results"],
+        # The learner-script sandbox makes PID and mount namespaces and mounts (unshare, mount), and each
+        # bundle's lab cluster runs as processes in the Pod: it needs the privilege of a build container.
+        "securityContext": {"privileged": True},
+        "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
+        "volumeMounts": [{"name": "work", "mountPath": MOUNT}],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "pytest-gpulab"}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": count,
+            "parallelism": min(parallelism, count),
+            "backoffLimitPerIndex": 1,
+            "maxFailedIndexes": count,
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "pytest-gpulab"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [container],
+                    "volumes": [{"name": "work", "persistentVolumeClaim": {"claimName": claim}}],
+                },
+            },
+        },
+    }
+
+
+class EntryError(Exception):
+    """The Pod cannot tell which bundle is its own."""
+
+
+def own_bundle(bundles: Path, environment: dict[str, str]) -> Path:
+    """Bundle ``JOB_COMPLETION_INDEX`` of the folder, by file name."""
+    raw = environment.get("JOB_COMPLETION_INDEX")
+    if raw is None or not raw.isdigit():
+        raise EntryError(f"JOB_COMPLETION_INDEX is {raw!r}, not an index: run this as a Pod of an Indexed Job")
+    found = bundles_in(bundles)
+    if int(raw) >= len(found):
+        raise EntryError(f"index {raw} has no bundle: {bundles} holds {len(found)} (the Job's completions must match)")
+    return found[int(raw)]
+
+
+def job_entry(bundles: Path, out: Path, environment: dict[str, str] | None = None) -> int:
+    """Grade this Pod's bundle; 0 once its outcome is recorded (graded or refused), 1 to have the index retried."""
+    environment = dict(os.environ) if environment is None else environment
+    try:
+        bundle = own_bundle(bundles, environment)
+    except EntryError as error:
+        print(f"gpulab job-entry: {error}", file=sys.stderr)
+        return 2
+    folder = out / results_folders(bundles_in(bundles))[bundle]
+    outcome = finished(folder, bundle, current_rubrics()) or grade_safely(bundle, folder)
+    print(f"{bundle.name}: {outcome.status} {outcome.earned}/{outcome.possible} {outcome.reason or ''}".rstrip())
+    return 1 if outcome.status == ERROR else 0
