@@ -92,6 +92,11 @@ class Bringup:
         found = self._get(path)
         return None if found is None else list(found.get("items") or [])
 
+    def uid(self, path: str) -> str | None:
+        """The object's uid, or None when it cannot be read."""
+        found = self._get(path)
+        return None if found is None else (found.get("metadata") or {}).get("uid")
+
     def merge_patch(self, path: str, patch: dict[str, Any]) -> bool:
         """Whether the patch was taken (not if the object changed or went meanwhile)."""
         headers = {"Accept": "application/json", "Content-Type": "application/merge-patch+json"}

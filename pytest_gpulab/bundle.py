@@ -39,6 +39,10 @@ ROOT = "root/"
 SUFFIX = ".gpulab.tar.gz"
 
 
+class BundleError(Exception):
+    """The bundle cannot be written as a grader would take it; says why."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """What a bundle may hold; a reader refuses more, a writer leaves the excess out and lists it."""
@@ -78,15 +82,14 @@ def manifest_checksum(manifest: dict[str, Any]) -> str:
 
 def _read(path: str, limit: int) -> bytes:
     """At most ``limit + 1`` bytes, not following a link put there since the walk saw a file."""
-    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as stream:
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as stream:  # a FIFO: no wait
         return stream.read(limit + 1)
 
 
-def _take(found: RootFiles, relative: str, entry: os.DirEntry[str], limits: Limits) -> None:
+def _take(found: RootFiles, relative: str, entry: os.DirEntry[str], executable: bool, limits: Limits) -> None:
     def refuse(reason: str) -> None:
         found.refused.append({"path": relative, "reason": reason})
 
-    info = entry.stat(follow_symlinks=False)
     if len(found.files) >= limits.files:
         return refuse(f"more than {limits.files} files")
     try:
@@ -97,7 +100,7 @@ def _take(found: RootFiles, relative: str, entry: os.DirEntry[str], limits: Limi
         return refuse(f"larger than {limits.file_bytes >> 20} MiB")
     if found.total + len(data) > limits.root_bytes:
         return refuse(f"the root's files pass {limits.root_bytes >> 20} MiB")
-    found.files.append((relative, data, bool(info.st_mode & 0o111)))
+    found.files.append((relative, data, executable))
     found.total += len(data)
 
 
@@ -109,20 +112,34 @@ def _walk(directory: Path, prefix: str, found: RootFiles, limits: Limits) -> Non
         return
     for entry in entries:
         relative = f"{prefix}{entry.name}"
-        mode = entry.stat(follow_symlinks=False).st_mode
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError as error:  # a path too long, or gone since the listing
+            found.refused.append({"path": relative, "reason": f"cannot be read: {error.strerror}"})
+            continue
         if stat.S_ISLNK(mode):
             found.refused.append({"path": relative, "reason": "a symbolic link (links are not followed)"})
         elif stat.S_ISDIR(mode):
             _walk(Path(entry.path), relative + "/", found, limits)
         elif stat.S_ISREG(mode):
-            _take(found, relative, entry, limits)
+            _take(found, relative, entry, bool(mode & 0o111), limits)
         else:
             found.refused.append({"path": relative, "reason": "not a regular file"})
+
+
+REFUSALS_LISTED = 200  # the rest are counted, so that the manifest stays small
+
+
+def _list_at_most(refused: list[dict[str, str]], listed: int) -> list[dict[str, str]]:
+    if len(refused) <= listed:
+        return refused
+    return [*refused[:listed], {"path": "...", "reason": f"and {len(refused) - listed} more left out"}]
 
 
 def root_files(root: Path, limits: Limits = LIMITS) -> RootFiles:
     found = RootFiles()
     _walk(root, "", found, limits)
+    found.refused = _list_at_most(found.refused, REFUSALS_LISTED)
     return found
 
 
@@ -170,20 +187,35 @@ def _add(archive: tarfile.TarFile, name: str, source: Path | bytes, executable: 
             archive.addfile(info, stream)
 
 
+def pack(
+    lab: Lab, found: RootFiles, snapshot_path: Path, out: Path, *, learner: str | None = None, limits: Limits = LIMITS
+) -> dict[str, Any]:
+    """The bundle of these root files and this snapshot, written to ``out`` atomically; its manifest."""
+    if snapshot_path.stat().st_size > limits.snapshot_bytes:
+        raise BundleError(f"the cluster's snapshot is larger than {limits.snapshot_bytes >> 20} MiB")
+    manifest = _manifest(lab, learner, found, snapshot_path)
+    while len(json.dumps(manifest, indent=2)) > limits.manifest_bytes and len(found.refused) > 1:
+        found.refused = _list_at_most(found.refused, len(found.refused) // 2)  # the reader's limit
+        manifest = _manifest(lab, learner, found, snapshot_path)
+    partial = out.with_name(f".{out.name}.partial")
+    with tarfile.open(partial, "w:gz") as archive:
+        _add(archive, MANIFEST, json.dumps(manifest, indent=2).encode())
+        _add(archive, SNAPSHOT, snapshot_path)
+        for relative, data, executable in found.files:
+            _add(archive, ROOT + relative, data, executable)
+    if partial.stat().st_size > limits.bundle_bytes:
+        partial.unlink()
+        raise BundleError(f"the bundle would be larger than {limits.bundle_bytes >> 20} MiB")
+    os.replace(partial, out)
+    return manifest
+
+
 def write_bundle(
     lab: Lab, root: Path, cluster: KwokCluster, out: Path, *, learner: str | None = None, limits: Limits = LIMITS
 ) -> dict[str, Any]:
-    """Write the bundle to ``out`` (atomically); return its manifest."""
+    """Write the bundle of ``root`` and ``cluster``'s snapshot to ``out`` (atomically); return its manifest."""
     found = root_files(root, limits)
     with tempfile.TemporaryDirectory(prefix="gpulab-bundle-") as work:
         snapshot_path = Path(work) / "etcd.db"
         snapshot.save(cluster, snapshot_path)
-        manifest = _manifest(lab, learner, found, snapshot_path)
-        partial = out.with_name(f".{out.name}.partial")
-        with tarfile.open(partial, "w:gz") as archive:
-            _add(archive, MANIFEST, json.dumps(manifest, indent=2).encode())
-            _add(archive, SNAPSHOT, snapshot_path)
-            for relative, data, executable in found.files:
-                _add(archive, ROOT + relative, data, executable)
-        os.replace(partial, out)
-    return manifest
+        return pack(lab, found, snapshot_path, out, learner=learner, limits=limits)

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from . import toolchain
+from .bundle import BundleError
 from .cli_cohort import add_commands
 from .kwok import KwokCluster, KwokClusterError
 from .labs import Lab, UnknownLab, discover
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args.lab_dirs = _lab_dirs(args) if hasattr(args, "lab_dir") else []
     try:
         return int(args.run(args))
-    except (KwokClusterError, toolchain.ToolchainError, UnknownLab) as error:
+    except (KwokClusterError, toolchain.ToolchainError, UnknownLab, BundleError) as error:
         print(f"gpulab: {error}", file=sys.stderr)
         return 1
 

@@ -66,7 +66,12 @@ def cmd_grade_batch(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         print(f"gpulab: {directory} is not a directory of bundles", file=sys.stderr)
         return 1
-    outcomes = grade_batch(directory, out, args.jobs, lab_dirs=_lab_dirs(args))
+    try:
+        outcomes = grade_batch(directory, out, args.jobs, lab_dirs=_lab_dirs(args))
+    except KeyboardInterrupt:
+        graded = len(list(out.glob("*/outcome.json")))
+        print(f"\ninterrupted with {graded} bundles done: run the same command again to resume", file=sys.stderr)
+        return 130
     write_reports(out)
     graded = sum(outcome.status == GRADED for outcome in outcomes)
     print(f"{graded} of {len(outcomes)} bundles graded; the cohort report is {out / 'cohort.html'}")

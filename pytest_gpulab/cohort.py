@@ -145,7 +145,7 @@ def as_json(cohort: Cohort) -> dict[str, Any]:
 
 def write_csv(cohort: Cohort, path: Path) -> None:
     numbers = list(cohort.steps)
-    with open(path, "w", newline="") as stream:
+    with open(path, "w", newline="", encoding="utf-8") as stream:
         writer = csv.writer(stream)
         writer.writerow(["learner", "status", "earned", "possible", *(f"step {n}" for n in numbers), "reason"])
         for x in cohort.learners:
@@ -160,5 +160,5 @@ def write_reports(results: Path) -> Cohort:
     cohort = collect(results)
     write_csv(cohort, results / "cohort.csv")
     write_atomically(results / "cohort.json", as_json(cohort))
-    (results / "cohort.html").write_text(page(cohort))
+    (results / "cohort.html").write_text(page(cohort), encoding="utf-8")
     return cohort

@@ -42,8 +42,7 @@ def distribution_chart(cohort: Cohort) -> str:
         )
     return (
         '<svg id="score-distribution" role="img" aria-label="learners by score" width="720" height="200">'
-        + "".join(bars)
-        + "</svg>"
+        '<line x1="36" y1="170" x2="704" y2="170" stroke="#888"/>' + "".join(bars) + "</svg>"
     )
 
 
@@ -63,10 +62,14 @@ def pass_rate_chart(cohort: Cohort) -> str:
 
 
 def steps_table(cohort: Cohort) -> str:
-    head = "<tr><th>step</th><th>title</th><th>pass rate</th><th>passed</th><th>failed</th><th>blocked</th><th>error</th></tr>"
+    head = (
+        "<tr><th>step</th><th>title</th><th>pass rate</th><th>graded</th><th>passed</th><th>failed</th>"
+        "<th>blocked</th><th>error</th></tr>"
+    )
     rows = [
         f'<tr data-step="{s.number}" data-pass-rate="{s.pass_rate if s.pass_rate is not None else ""}">'
         f"<td>{s.number}</td><td>{escape(s.title)}</td><td class='num'>{_percent(s.pass_rate)}</td>"
+        f"<td class='num'>{s.graded}</td>"
         + "".join(f"<td class='num'>{s.outcomes[o]}</td>" for o in ("passed", "failed", "blocked", "error"))
         + "</tr>"
         for s in cohort.steps.values()

@@ -50,7 +50,7 @@ def cluster_for_kubeconfig(kubeconfig: Path) -> KwokCluster:
     return KwokCluster(cluster_dir.name, workdir=cluster_dir.parent.parent)
 
 
-def _kwokctl(cluster: KwokCluster, verb: str, path: Path, timeout: float) -> None:
+def _kwokctl(cluster: KwokCluster, verb: str, path: Path, timeout: float) -> str:
     command = snapshot_command(cluster.bin_dir, cluster.name, verb, path)
     try:
         result = subprocess.run(
@@ -61,6 +61,7 @@ def _kwokctl(cluster: KwokCluster, verb: str, path: Path, timeout: float) -> Non
         raise KwokClusterError(f"kwokctl snapshot {verb} did not finish within {timeout:.0f}s") from None
     if result.returncode != 0:
         raise KwokClusterError(f"kwokctl snapshot {verb} failed: {(result.stdout + result.stderr).strip()[-2000:]}")
+    return (result.stdout + result.stderr).strip()
 
 
 def save(cluster: KwokCluster, path: Path, timeout: float = 120) -> None:
@@ -80,15 +81,27 @@ def grading_cluster(name: str = "gpulab-grade") -> KwokCluster:
     return KwokCluster(name, kwokctl_options=GRADING_OPTIONS)
 
 
+RESTORE_ATTEMPTS = 2
+IDENTITY = "/api/v1/namespaces/kube-system"  # every cluster has it; a restore brings the snapshot's
+
+
 def restore(cluster: KwokCluster, path: Path, timeout: float = 120) -> None:
-    """Replace a started cluster's state with the snapshot's, then wait until it is ready again."""
-    restored_at = time.time()
-    try:
-        _kwokctl(cluster, "restore", path, timeout)
-    except KwokClusterError as error:
-        raise SnapshotRefused(f"the bundle's cluster snapshot cannot be restored: {error}") from None
-    if wait_until(cluster.api.ready, cluster.ready_timeout, interval=0.05):
-        _release_node_leases(cluster, restored_at)
+    """Replace a started cluster's state with the snapshot's, then wait until it is ready again.
+
+    kwokctl only logs a component it could not stop, and an etcd that went on running keeps the
+    fresh cluster's state: the restore took only if kube-system is the snapshot's; else it is tried again."""
+    own = cluster.api.uid(IDENTITY)
+    for _ in range(RESTORE_ATTEMPTS):
+        restored_at = time.time()
+        try:
+            said = _kwokctl(cluster, "restore", path, timeout)
+        except KwokClusterError as error:
+            raise SnapshotRefused(f"the bundle's cluster snapshot cannot be restored: {error}") from None
+        if wait_until(cluster.api.ready, cluster.ready_timeout, interval=0.05) and cluster.api.uid(IDENTITY) != own:
+            break
+    else:
+        raise KwokClusterError(f"kwokctl restored the snapshot, but the cluster kept its own state: {said[-1500:]}")
+    _release_node_leases(cluster, restored_at)
     if not wait_until(lambda: _ready_since(cluster, restored_at), cluster.ready_timeout, interval=0.1):
         raise KwokClusterError(
             f"the restored cluster did not become ready within {cluster.ready_timeout:.0f}s "

@@ -25,6 +25,14 @@ from typing import IO, Any
 from .bundle import FORMAT, LIMITS, MANIFEST, ROOT, SNAPSHOT, Limits, manifest_checksum
 
 NAME_PART = re.compile(r"[^\x00/]{1,255}")
+EXTENDED_HEADER_BYTES = 64 << 10
+CHUNK = 64 << 10
+# What tarfile and gzip raise for bytes that are not a tar.gz (tarfile lets some header errors through).
+UNREADABLE = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError, IndexError, RecursionError)
+
+
+def _size(count: int) -> str:
+    return f"{count >> 20} MiB" if count >= 1 << 20 else f"{count >> 10} KiB" if count >= 1 << 10 else f"{count} bytes"
 
 
 class BundleRefused(Exception):
@@ -43,14 +51,11 @@ class OpenedBundle:
 
 
 def _safe_relative(name: str) -> PurePosixPath:
-    path = PurePosixPath(name)
-    if (
-        name.startswith("/")
-        or not path.parts
-        or any(p in (".", "..") or not NAME_PART.fullmatch(p) for p in path.parts)
-    ):
-        raise BundleRefused(f"the bundle names a file outside its lab root: {name!r}")
-    return path
+    """The name as written: parts split on ``/`` (PurePosixPath would drop empty and ``.`` ones), each plain."""
+    parts = name.split("/")
+    if any(part in ("", ".", "..") or not NAME_PART.fullmatch(part) for part in parts):
+        raise BundleRefused(f"the bundle names a file outside its lab root, or not as a plain path: {name!r}")
+    return PurePosixPath(*parts)
 
 
 def _check_manifest(manifest: Any) -> dict[str, Any]:
@@ -61,18 +66,26 @@ def _check_manifest(manifest: Any) -> dict[str, Any]:
     files, shot = manifest.get("files"), manifest.get("snapshot")
     if not isinstance(manifest.get("lab"), str) or not isinstance(files, list) or not isinstance(shot, dict):
         raise BundleRefused("the bundle's manifest lacks its lab, files or snapshot")
+    if not _is_size(shot.get("bytes")):
+        raise BundleRefused("the bundle's cluster snapshot is missing from its manifest, or its size")
     for entry in files:
-        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("bytes"), int)):
-            raise BundleRefused("the bundle's manifest lists a file without a path or size")
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str) and _is_size(entry.get("bytes"))):
+            raise BundleRefused(
+                "the bundle's manifest lists a file without a path, or with a size that is not the size of a file"
+            )
         _safe_relative(entry["path"])
     return manifest
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _copy(source: IO[bytes], target: Path, size: int, expected_sha256: Any) -> None:
     digest = hashlib.sha256()
     written = 0
     with open(target, "xb") as out:  # x: never through a file or link already there
-        for block in iter(lambda: source.read(1 << 20), b""):
+        for block in iter(lambda: source.read(CHUNK), b""):
             written += len(block)
             if written > size:
                 break
@@ -101,10 +114,13 @@ class _Reader:
         if member.size != entry.get("bytes") or self.total > self.limits.snapshot_bytes + self.limits.root_bytes:
             raise BundleRefused(f"{member.name!r} in the bundle is not the size its manifest gives, or too large")
         target = self._target(member.name)
-        target.parent.mkdir(parents=True, exist_ok=True)
         source = archive.extractfile(member)
         assert source is not None  # a regular file's
-        _copy(source, target, member.size, entry.get("sha256"))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _copy(source, target, member.size, entry.get("sha256"))
+        except (FileExistsError, NotADirectoryError):
+            raise BundleRefused(f"the bundle has {member.name!r} both as a file and as a folder") from None
         target.chmod(0o755 if entry.get("executable") else 0o644)
 
     def _manifest(self, archive: tarfile.TarFile, member: tarfile.TarInfo) -> None:
@@ -114,16 +130,20 @@ class _Reader:
         assert source is not None
         try:
             self.manifest = _check_manifest(json.loads(source.read()))
-        except (ValueError, UnicodeDecodeError):
-            raise BundleRefused("the bundle's manifest is not JSON") from None
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise BundleRefused("the bundle's manifest is not JSON, or nested too deep") from None
         self._expect()
 
     def _expect(self) -> None:
-        files, shot = self.manifest["files"], self.manifest["snapshot"]
-        if len(files) > self.limits.files or sum(entry["bytes"] for entry in files) > self.limits.root_bytes:
-            raise BundleRefused(f"the bundle's lab root passes {self.limits.files} files or its size limit")
-        if not isinstance(shot.get("bytes"), int) or shot["bytes"] > self.limits.snapshot_bytes:
-            raise BundleRefused("the bundle's cluster snapshot is missing from its manifest or too large")
+        files, shot, limits = self.manifest["files"], self.manifest["snapshot"], self.limits
+        if len(files) > limits.files or sum(entry["bytes"] for entry in files) > limits.root_bytes:
+            raise BundleRefused(
+                f"the bundle's lab root passes {limits.files} files or its size limit ({_size(limits.root_bytes)})"
+            )
+        if any(entry["bytes"] > limits.file_bytes for entry in files):
+            raise BundleRefused(f"the bundle's lab root has a file larger than {_size(limits.file_bytes)}")
+        if shot["bytes"] > limits.snapshot_bytes:
+            raise BundleRefused(f"the bundle's cluster snapshot is larger than {_size(limits.snapshot_bytes)}")
         self.expected = {ROOT + entry["path"]: entry for entry in files}
         if len(self.expected) != len(files):
             raise BundleRefused("the bundle's manifest lists a file twice")
@@ -147,8 +167,43 @@ class _Bounded:
         data = self.stream.read(size)
         self.read_so_far += len(data)
         if self.read_so_far > self.limit:
-            raise BundleRefused(f"the bundle unpacks to more than {self.limit >> 20} MiB")
+            raise BundleRefused(f"the bundle unpacks to more than {_size(self.limit)}")
         return data
+
+
+def _octal(field: bytes) -> int:
+    """A tar header's size field; base-256 sizes (the high bit set) are far past any bundle's limit."""
+    if field[:1] and field[0] & 0x80:
+        raise BundleRefused("the bundle has a tar member of a size no bundle has")
+    text = field.split(b"\0", 1)[0].strip() or b"0"
+    if len(text) > 12 or not text.isdigit() or b"8" in text or b"9" in text:
+        raise BundleRefused("the bundle cannot be read as a gzip-compressed tar file (a header is garbled)")
+    return int(text, 8)
+
+
+def _check_headers(stream: _Bounded) -> None:
+    """Extended headers (pax, GNU long names) are read whole by tarfile, and a long pax header takes
+    some Pythons hours to parse: each must be small. Then the stream is read to its end, which checks
+    the gzip trailer."""
+    while len(header := stream.read(512)) == 512 and header.strip(b"\0"):
+        size = _octal(header[124:136])
+        if header[156:157] in (b"x", b"g", b"L", b"K") and size > EXTENDED_HEADER_BYTES:
+            raise BundleRefused(f"the bundle has a tar header of {size} bytes; a bundle's are under 64 KiB")
+        remaining = (size + 511) // 512 * 512
+        while remaining and (chunk := stream.read(min(remaining, CHUNK))):
+            remaining -= len(chunk)
+    while stream.read(CHUNK):
+        pass
+
+
+def _unpack(path: Path, reader: _Reader, unpacked_limit: int) -> None:
+    with gzip.open(path, "rb") as compressed:
+        _check_headers(_Bounded(compressed, unpacked_limit))
+    with gzip.open(path, "rb") as compressed:
+        stream = _Bounded(compressed, unpacked_limit)
+        with tarfile.open(fileobj=stream, mode="r|") as archive:  # type: ignore[call-overload]
+            for member in archive:
+                reader.member(archive, member)
 
 
 def open_bundle(path: Path, into: Path, limits: Limits = LIMITS) -> OpenedBundle:
@@ -156,17 +211,13 @@ def open_bundle(path: Path, into: Path, limits: Limits = LIMITS) -> OpenedBundle
     if not path.is_file():
         raise BundleRefused(f"{path} is not a file")
     if path.stat().st_size > limits.bundle_bytes:
-        raise BundleRefused(f"the bundle is larger than {limits.bundle_bytes >> 20} MiB")
+        raise BundleRefused(f"the bundle is larger than {_size(limits.bundle_bytes)}")
     reader = _Reader(into, limits)
     (into / "root").mkdir(parents=True)
     unpacked_limit = limits.manifest_bytes + limits.snapshot_bytes + limits.root_bytes + (limits.files + 8) * 2048
     try:
-        with gzip.open(path, "rb") as compressed:
-            stream = _Bounded(compressed, unpacked_limit)
-            with tarfile.open(fileobj=stream, mode="r|") as archive:  # type: ignore[call-overload]
-                for member in archive:
-                    reader.member(archive, member)
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError) as error:
+        _unpack(path, reader, unpacked_limit)
+    except UNREADABLE as error:
         raise BundleRefused(f"the bundle cannot be read as a gzip-compressed tar file ({error})") from None
     if not reader.manifest:
         raise BundleRefused("the bundle is empty")

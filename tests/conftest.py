@@ -1,8 +1,12 @@
 """Shared fixtures for the plugin's own tests: real lab clusters, never mocks."""
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from cohort_cases import CohortBuilder, CohortRun
 
 from pytest_gpulab import toolchain
 from pytest_gpulab.kwok import KwokCluster
@@ -28,3 +32,19 @@ def fresh_cluster() -> Iterator[KwokCluster]:
     """A lab cluster of this test's own, for tests that change nodes."""
     with KwokCluster.for_lab("gpuop", name="tests-fresh") as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def gpuop_cohort(tmp_path_factory) -> Iterator[CohortRun]:
+    """The generated gpuop cohort (``cohort_cases.py``), bundled, then batch-graded by ``gpulab grade-batch``."""
+    builder = CohortBuilder(tmp_path_factory.mktemp("cohort"))
+    builder.reference_and_variants()
+    builder.cluster_states()
+    refused = builder.broken_bundles()
+    results = builder.base / "results"
+    batch = subprocess.run(
+        [str(Path(sys.executable).with_name("gpulab")), "grade-batch", str(builder.bundles), "--jobs", "2",
+         "--out", str(results)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    yield CohortRun(builder, refused, results, batch)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder's image (its Ubuntu base): Python
+# 3.11 and the sandbox's tools if missing, Go if older than 1.26, the grader in a virtualenv from
+# /autograder/source, then the lab cluster's binaries built from the pinned Go modules (about 15 min).
+# GPULAB_AUTOGRADER_ROOT moves /autograder and GPULAB_AUTOGRADER_SOURCE the source; the tests use both.
+set -euo pipefail
+root=${GPULAB_AUTOGRADER_ROOT:-/autograder}
+source_dir=${GPULAB_AUTOGRADER_SOURCE:-$root/source}
+go_version=${GPULAB_GO_VERSION:-1.26.8}
+
+python=""
+for candidate in python3.13 python3.12 python3.11 python3; do
+  if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    python=$(command -v "$candidate")
+    break
+  fi
+done
+packages=()
+[ -n "$python" ] || packages+=(python3.11 python3.11-venv)
+for tool in unshare setpriv prlimit mount ps; do
+  command -v "$tool" >/dev/null || { packages+=(util-linux mount procps); break; }
+done
+if [ ${#packages[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+  python=${python:-$(command -v python3.11)}
+fi
+if ! go version 2>/dev/null | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])'; then
+  curl -fsSL "https://go.dev/dl/go${go_version}.linux-amd64.tar.gz" | tar -C /usr/local -xz
+  export PATH=/usr/local/go/bin:$PATH
+fi
+"$python" -m venv "$root/gpulab-venv"
+"$root/gpulab-venv/bin/python" -m pip install --quiet --disable-pip-version-check "$source_dir"
+"$root/gpulab-venv/bin/gpulab" build

@@ -1,0 +1,123 @@
+"""Grading away from the learner's machine: a bundle's verdicts are the live ones, step by step, and a
+batch of them makes a cohort report whose numbers are the cohort's."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from cohort_cases import CohortRun, verdicts
+
+from pytest_gpulab.waiting import wait_until
+
+GPULAB = str(Path(sys.executable).with_name("gpulab"))
+pytestmark = pytest.mark.timeout(3600)  # the session's cohort is made and graded in the first test's setup
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_every_bundle_gives_the_verdicts_it_had_live(gpuop_cohort: CohortRun):
+    """The reference, the forms, every trap of gpuop and two cluster states: graded from the bundle in a
+    fresh cluster, each step's and each check's outcome and learner text are those of the live grading."""
+    assert gpuop_cohort.batch.returncode == 0, gpuop_cohort.batch.stderr[-3000:]
+    differ = {}
+    for learner, submission in gpuop_cohort.builder.submissions.items():
+        outcome = read(gpuop_cohort.results / learner / "outcome.json")
+        assert outcome["status"] == "graded", (learner, outcome["reason"])
+        bundled = verdicts(read(gpuop_cohort.results / learner / "report.json"))
+        if bundled != submission.live:
+            differ[learner] = {n: (submission.live[n], bundled[n]) for n in bundled if bundled[n] != submission.live[n]}
+        failed = {n for n, (step_outcome, _) in bundled.items() if step_outcome != "passed"}
+        assert failed == submission.failing, (learner, failed)
+    assert differ == {}
+    assert len(gpuop_cohort.builder.submissions) >= 20
+
+
+def test_the_cohort_report_holds_the_variants_pass_rates(gpuop_cohort: CohortRun):
+    submissions = gpuop_cohort.builder.submissions.values()
+    report = read(gpuop_cohort.results / "cohort.json")
+    assert report["learners"] == len(submissions) + len(gpuop_cohort.refused)
+    assert report["graded"] == len(submissions)
+    for step in report["steps"]:
+        expected = sum(step["number"] not in s.failing for s in submissions) / len(submissions)
+        assert step["pass_rate"] == pytest.approx(expected), step
+    with open(gpuop_cohort.results / "cohort.csv", newline="") as stream:
+        rows = {row["learner"]: row for row in csv.DictReader(stream)}
+    for learner, submission in gpuop_cohort.builder.submissions.items():
+        assert {n for n in range(1, 9) if rows[learner][f"step {n}"] != "passed"} == submission.failing
+    for learner, reason in gpuop_cohort.refused.items():
+        assert rows[learner]["status"] == "refused" and reason in rows[learner]["reason"], rows[learner]
+    assert "<svg" in (gpuop_cohort.results / "cohort.html").read_text()
+
+
+def test_the_batch_shows_its_progress_and_writes_every_report(gpuop_cohort: CohortRun):
+    total = len(gpuop_cohort.builder.submissions) + len(gpuop_cohort.refused)
+    assert f"[{total}/{total}]" in gpuop_cohort.batch.stderr
+    for learner in gpuop_cohort.builder.submissions:
+        folder = gpuop_cohort.results / learner
+        assert {"report.json", "results.json", "junit.xml", "output.txt", "bundle.json"} <= {
+            p.name for p in folder.iterdir()
+        }
+    escaped = [p for p in gpuop_cohort.builder.base.rglob("escaped")]
+    assert escaped == [], "a bundle wrote outside the grader's directory"
+
+
+def test_bundle_command_writes_the_lab_root_and_the_cluster(gpuop_cohort: CohortRun, tmp_path):
+    """`gpulab bundle` itself, on the cohort's reference: links are left out and listed."""
+    from pytest_gpulab.kwok import KwokCluster
+
+    root = gpuop_cohort.builder.base / "reference-root"
+    with KwokCluster.for_lab("gpuop", name="tests-bundle-command") as cluster:
+        (tmp_path / "root").mkdir()
+        (tmp_path / "root" / "out").mkdir()
+        (tmp_path / "root" / "out" / "answer.txt").write_text("42\n")
+        (tmp_path / "root" / "secret").symlink_to(root / "out")
+        made = subprocess.run(
+            [GPULAB, "bundle", "gpuop", "-o", str(tmp_path / "b.gpulab.tar.gz"), f"--lab-root={tmp_path / 'root'}",
+             f"--kubeconfig={cluster.kubeconfig}"], capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert "left out secret: a symbolic link" in made.stdout
+    with tarfile.open(tmp_path / "b.gpulab.tar.gz") as archive:
+        names = archive.getnames()
+        manifest = json.loads(archive.extractfile("gpulab-bundle.json").read())  # type: ignore[union-attr]
+    assert names == ["gpulab-bundle.json", "cluster/etcd.db", "root/out/answer.txt"]
+    assert manifest["lab"] == "gpuop" and manifest["rubric_version"] and manifest["tools"]["etcd"]
+    assert manifest["refused"] == [{"path": "secret", "reason": "a symbolic link (links are not followed)"}]
+
+
+def test_an_interrupted_batch_resumes_where_it_stopped(gpuop_cohort: CohortRun, tmp_path):
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    for name in ("reference", "trap-version-string", "state-untouched"):
+        (bundles / f"{name}.gpulab.tar.gz").write_bytes(
+            (gpuop_cohort.builder.bundles / f"{name}.gpulab.tar.gz").read_bytes()
+        )
+    results = tmp_path / "results"
+    command = [GPULAB, "grade-batch", str(bundles), "--jobs", "1", "--out", str(results)]
+    first = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert wait_until(lambda: any(results.glob("*/outcome.json")), 120, interval=0.1)
+    first.send_signal(signal.SIGINT)
+    _, said = first.communicate(timeout=120)
+    assert first.returncode == 130 and "run the same command again" in said, said
+    done = {p.parent.name: p.stat().st_mtime_ns for p in results.glob("*/outcome.json")}
+    assert 1 <= len(done) < 3, done
+    again = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("already graded") == len(done)
+    assert {p.parent.name for p in results.glob("*/outcome.json")} == {
+        "reference",
+        "trap-version-string",
+        "state-untouched",
+    }
+    assert all((results / name / "outcome.json").stat().st_mtime_ns == mtime for name, mtime in done.items())
