@@ -4,7 +4,7 @@ Members, in this order::
 
     gpulab-bundle.json     the manifest: lab, rubric, tool versions, every member's size and sha256
     cluster/etcd.db        the cluster's etcd snapshot (``snapshot.py``)
-    root/<path>            each regular file of the lab root
+    root/<path>            each regular file of the lab root (the manifest lists its folders too)
 
 The lab root is walked without following links and only regular files are taken,
 each and all of them bounded in size; whatever is left out is listed in the
@@ -50,6 +50,7 @@ class Limits:
     file_bytes: int = 4 << 20
     root_bytes: int = 32 << 20
     files: int = 2000
+    dirs: int = 2000
     snapshot_bytes: int = 512 << 20
     manifest_bytes: int = 4 << 20
     bundle_bytes: int = 256 << 20  # the compressed file
@@ -63,6 +64,7 @@ class RootFiles:
     """The lab root's files that go in, and those that do not, with why."""
 
     files: list[tuple[str, bytes, bool]] = field(default_factory=list)  # path, contents, executable
+    dirs: list[str] = field(default_factory=list)  # every folder, so an empty one (or one named as a file) stays
     refused: list[dict[str, str]] = field(default_factory=list)
     total: int = 0
 
@@ -119,7 +121,10 @@ def _walk(directory: Path, prefix: str, found: RootFiles, limits: Limits) -> Non
             continue
         if stat.S_ISLNK(mode):
             found.refused.append({"path": relative, "reason": "a symbolic link (links are not followed)"})
+        elif stat.S_ISDIR(mode) and len(found.dirs) >= limits.dirs:
+            found.refused.append({"path": relative, "reason": f"more than {limits.dirs} folders"})
         elif stat.S_ISDIR(mode):
+            found.dirs.append(relative)
             _walk(Path(entry.path), relative + "/", found, limits)
         elif stat.S_ISREG(mode):
             _take(found, relative, entry, bool(mode & 0o111), limits)
@@ -168,6 +173,7 @@ def _manifest(lab: Lab, learner: str | None, found: RootFiles, snapshot_path: Pa
             "sha256": sha256_file(snapshot_path),
         },
         "files": [_file_entry(*file) for file in found.files],
+        "dirs": found.dirs,
         "refused": found.refused,
     }
     manifest["checksum"] = manifest_checksum(manifest)

@@ -148,6 +148,18 @@ class _Reader:
         if len(self.expected) != len(files):
             raise BundleRefused("the bundle's manifest lists a file twice")
         self.expected[SNAPSHOT] = shot
+        self._make_dirs(self.manifest.get("dirs", []))
+
+    def _make_dirs(self, dirs: Any) -> None:
+        """The root's folders, empty ones too: a folder where a file is expected is what a step grades."""
+        if not isinstance(dirs, list) or len(dirs) > self.limits.dirs or not all(isinstance(d, str) for d in dirs):
+            raise BundleRefused(f"the bundle's manifest lists its folders wrongly, or more than {self.limits.dirs}")
+        for name in dirs:
+            target = self._target(ROOT + name)
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise BundleRefused(f"the bundle has {name!r} both as a file and as a folder") from None
 
     def _target(self, name: str) -> Path:
         relative = PurePosixPath("root") / _safe_relative(name[len(ROOT) :]) if name != SNAPSHOT else "etcd.db"

@@ -292,3 +292,27 @@ def test_root_files_leaves_out_a_path_it_cannot_stat(tmp_path: Path) -> None:
     forge.deep_folders(tmp_path, 17, "d" * 250)  # some 4,300 characters
     found = bundle.root_files(tmp_path)
     assert found.files == [] and "cannot be read" in found.refused[0]["reason"]
+
+
+def test_an_empty_folder_and_a_folder_named_like_a_file_come_back(tmp_path: Path) -> None:
+    """gpuop's step 7 grades out/slots.txt being a folder: the bundle keeps the root's folders too."""
+    lab = forge.lay_out(tmp_path / "lab", {"out/rollout.txt": b"DESIRED=3\n"})
+    (lab / "out" / "slots.txt").mkdir()
+    (lab / "empty").mkdir()
+    opened = open_bundle(forge.written(lab, tmp_path / "b.tar.gz"), tmp_path / "into", limits=SMALL)
+    assert (opened.root / "out" / "slots.txt").is_dir() and (opened.root / "empty").is_dir()
+    assert opened.manifest["dirs"] == ["empty", "out", "out/slots.txt"]
+
+
+FOLDERS: dict[str, Any] = {
+    "traversing": ["../escaped"],
+    "absolute": ["/escaped"],
+    "not-a-list": "out",
+    "not-names": [1],
+    "a-listed-file": ["a.txt"],
+}
+
+
+@pytest.mark.parametrize("dirs", FOLDERS.values(), ids=FOLDERS.keys())
+def test_a_manifest_s_hostile_folders_are_refused(tmp_path: Path, dirs: Any) -> None:
+    refuse(tmp_path, gz(forge.meta(dirs=dirs)))
