@@ -35,15 +35,14 @@ def kwokctl(cluster: KwokCluster, verb: str, path: Path, fmt: str) -> float:
     return time.perf_counter() - began
 
 
-def restore(path: Path, fmt: str, index: int) -> tuple[float, KwokCluster]:
-    cluster = snapshot.grading_cluster(f"bench-restore-{fmt}-{index}").start()
+def restore(cluster: KwokCluster, path: Path, fmt: str) -> float:
     began = time.perf_counter()
     if fmt == "etcd":
         snapshot.restore(cluster, path)
     else:
         kwokctl(cluster, "restore", path, fmt)
         wait_until(cluster.api.ready, 60, interval=0.05)
-    return time.perf_counter() - began, cluster
+    return time.perf_counter() - began
 
 
 def graded(root: Path, cluster: KwokCluster, work: Path) -> str:
@@ -68,10 +67,9 @@ def main(runs: int) -> None:
                     path = work / f"snapshot-{index}.{fmt}"
                     figures[fmt]["save"].append(kwokctl(source, "save", path, fmt))
                     figures[fmt]["bytes"].append(path.stat().st_size)
-                    seconds, cluster = restore(path, fmt, index)
-                    figures[fmt]["restore"].append(seconds)
-                    verdicts[fmt].add(graded(root, cluster, work))
-                    cluster.stop()
+                    with snapshot.grading_cluster(f"bench-restore-{fmt}-{index}") as cluster:
+                        figures[fmt]["restore"].append(restore(cluster, path, fmt))
+                        verdicts[fmt].add(graded(root, cluster, work))
     for fmt, numbers in figures.items():
         print(
             f"{fmt}: {statistics.median(numbers['bytes']) / 1024:.0f} KiB, save {statistics.median(numbers['save']):.2f} s, "

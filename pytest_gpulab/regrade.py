@@ -37,6 +37,7 @@ from .unbundle import BundleRefused, OpenedBundle, open_bundle
 
 GRADED, REFUSED, ERROR = "graded", "refused", "error"
 GRADING_TIMEOUT = 1800.0
+CLUSTER_ATTEMPTS = 2
 
 
 @dataclass
@@ -107,7 +108,7 @@ def _grade_restored(opened: OpenedBundle, outcome: Outcome, out: Path, work: Pat
                 "server call out to an address of the bundle's choosing; no lab makes one"
             )
         run_dir = work / "run"  # pytest's rootdir: nothing of the learner's is in it
-        run_dir.mkdir()
+        run_dir.mkdir(exist_ok=True)
         command = _pytest_command(opened, cluster.kubeconfig, out, outcome.seed or 0, lab_dirs)
         with open(out / "output.txt", "w") as output:
             result = subprocess.run(
@@ -116,6 +117,21 @@ def _grade_restored(opened: OpenedBundle, outcome: Outcome, out: Path, work: Pat
             )  # fmt: skip
         _timed(outcome, "grading", started)
     _read_report(outcome, out, result.returncode)
+
+
+def _grade_in_a_fresh_cluster(
+    opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path]
+) -> None:
+    """A cluster that did not come up, or not restored, is not the bundle's fault: a second fresh one is tried,
+    and the components' logs of a failure kept in ``cluster-logs.txt``."""
+    for attempt in range(1, CLUSTER_ATTEMPTS + 1):
+        try:
+            return _grade_restored(opened, outcome, out, work, lab_dirs)
+        except snapshot.RestoreNotReady as error:
+            (out / "cluster-logs.txt").write_text(f"attempt {attempt}: {error}\n{error.logs}\n")
+            if attempt == CLUSTER_ATTEMPTS:
+                raise
+            outcome.warnings.append(f"attempt {attempt}: {error}; graded in another fresh cluster")
 
 
 def _read_report(outcome: Outcome, out: Path, returncode: int) -> None:
@@ -161,7 +177,7 @@ def grade_bundle(
             opened = _open(bundle, outcome, Path(work), lab_dirs, seed)
             write_atomically(out / "bundle.json", opened.manifest)
             _timed(outcome, "open", started)
-            _grade_restored(opened, outcome, out, Path(work), lab_dirs)
+            _grade_in_a_fresh_cluster(opened, outcome, out, Path(work), lab_dirs)
         except (BundleRefused, snapshot.SnapshotRefused) as refusal:
             outcome.status, outcome.reason = REFUSED, str(refusal)
         except (KwokClusterError, subprocess.TimeoutExpired, OSError) as error:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from .kwok import KwokCluster, KwokClusterError
-from .kwokctl import snapshot_command
+from .kwokctl import component_logs, snapshot_command
+from .ports import PORTS
 from .waiting import wait_until
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -37,6 +39,14 @@ CALLS_OUT: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 class SnapshotRefused(Exception):
     """The snapshot is not one etcd can restore: the bundle's fault, not the grader's."""
+
+
+class RestoreNotReady(KwokClusterError):
+    """The restored cluster did not become ready; ``logs`` holds kwokctl's words and the components' logs."""
+
+    def __init__(self, message: str, logs: str) -> None:
+        super().__init__(message)
+        self.logs = logs
 
 
 def cluster_for_kubeconfig(kubeconfig: Path) -> KwokCluster:
@@ -74,11 +84,27 @@ def save(cluster: KwokCluster, path: Path, timeout: float = 120) -> None:
 # A grading cluster's kwok renews its node leases about every second (kwokctl multiplies the duration by
 # its heartbeat factor, 5), and retries a lease that is not yet free as often; a lab cluster's, every 50 s.
 GRADING_OPTIONS: dict[str, object] = {"nodeLeaseDurationSeconds": 1}
+PORT_ATTEMPTS = 3
 
 
-def grading_cluster(name: str = "gpulab-grade") -> KwokCluster:
-    """A fresh cluster, without the lab's nodes or objects: a restore brings the learner's."""
-    return KwokCluster(name, kwokctl_options=GRADING_OPTIONS)
+@contextmanager
+def grading_cluster(name: str = "gpulab-grade") -> Iterator[KwokCluster]:
+    """A started fresh cluster, without the lab's nodes or objects (a restore brings the learner's), on ports
+    of its own (``ports.py``); stopped at the end."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        with PORTS.block() as ports:
+            cluster = KwokCluster(name, kwokctl_options={**GRADING_OPTIONS, **ports})
+            try:
+                cluster.start()
+            except KwokClusterError as error:  # another process took one of the ports meanwhile
+                if "already in use" in str(error) and attempt < PORT_ATTEMPTS:
+                    continue
+                raise
+            try:
+                yield cluster
+            finally:
+                cluster.stop()
+            return
 
 
 RESTORE_ATTEMPTS = 2
@@ -103,9 +129,10 @@ def restore(cluster: KwokCluster, path: Path, timeout: float = 120) -> None:
         raise KwokClusterError(f"kwokctl restored the snapshot, but the cluster kept its own state: {said[-1500:]}")
     _release_node_leases(cluster, restored_at)
     if not wait_until(lambda: _ready_since(cluster, restored_at), cluster.ready_timeout, interval=0.1):
-        raise KwokClusterError(
+        raise RestoreNotReady(
             f"the restored cluster did not become ready within {cluster.ready_timeout:.0f}s "
-            "(the API server answering and every node's lease renewed)"
+            "(the API server answering and every node's lease renewed)",
+            f"{said}\n{component_logs(cluster.cluster_dir)}",
         )
 
 

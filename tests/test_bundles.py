@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from browser_kit import dump_dom, needs_chromium, parse_dom
 from cohort_cases import CohortRun, verdicts
 
 from pytest_gpulab.waiting import wait_until
@@ -121,3 +122,18 @@ def test_an_interrupted_batch_resumes_where_it_stopped(gpuop_cohort: CohortRun, 
         "state-untouched",
     }
     assert all((results / name / "outcome.json").stat().st_mtime_ns == mtime for name, mtime in done.items())
+
+
+@needs_chromium
+def test_the_cohort_page_shows_the_cohort_s_numbers_in_a_browser(gpuop_cohort: CohortRun, tmp_path):
+    """The batch's own cohort.html, rendered by headless Chromium: its pass-rate chart and its learner rows are
+    the cohort's, and it asks for nothing over the network."""
+    report = read(gpuop_cohort.results / "cohort.json")
+    dom, requests = dump_dom(gpuop_cohort.results / "cohort.html", tmp_path)
+    page = parse_dom(dom)
+    drawn = {int(g.attrs["data-step"]): float(g.attrs["data-pass-rate"]) for g in page.select("g", "step-rate")}
+    assert drawn == pytest.approx({step["number"]: step["pass_rate"] for step in report["steps"]}, abs=1e-4)
+    rows = {row.attrs["data-learner"]: row.attrs["data-status"] for row in page.select("tr", "learner")}
+    assert rows == {**dict.fromkeys(gpuop_cohort.builder.submissions, "graded"),
+                    **dict.fromkeys(gpuop_cohort.refused, "refused")}  # fmt: skip
+    assert requests == []
