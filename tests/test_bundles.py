@@ -137,3 +137,21 @@ def test_the_cohort_page_shows_the_cohort_s_numbers_in_a_browser(gpuop_cohort: C
     assert rows == {**dict.fromkeys(gpuop_cohort.builder.submissions, "graded"),
                     **dict.fromkeys(gpuop_cohort.refused, "refused")}  # fmt: skip
     assert requests == []
+
+
+@pytest.mark.parametrize("lab", ["gpurt", "gpunode"])
+def test_the_other_labs_references_pass_every_step_from_a_bundle(lab, tmp_path):
+    """gpurt's RuntimeClasses and gpunode's MachineConfigPool custom resources come back with the snapshot."""
+    from grading import solve
+
+    from pytest_gpulab.bundle import write_bundle
+    from pytest_gpulab.kwok import KwokCluster
+    from pytest_gpulab.labs import discover
+    from pytest_gpulab.regrade import grade_bundle
+
+    (tmp_path / "root").mkdir()
+    with KwokCluster.for_lab(lab, name=f"tests-bundle-{lab}") as cluster:
+        solve(lab, cluster, tmp_path / "root")
+        write_bundle(discover().get(lab), tmp_path / "root", cluster, tmp_path / f"{lab}.gpulab.tar.gz")
+    outcome = grade_bundle(tmp_path / f"{lab}.gpulab.tar.gz", tmp_path / "out")
+    assert (outcome.status, outcome.earned) == ("graded", outcome.possible), outcome.reason
