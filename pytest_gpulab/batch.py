@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -83,15 +83,10 @@ class Progress:
     total: int
     stream: TextIO = sys.stderr
     done: int = 0
-    counts: dict[str, int] | None = None
-    started: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.counts = {GRADED: 0, REFUSED: 0, ERROR: 0, "resumed": 0}
-        self.started = time.monotonic()
+    counts: dict[str, int] = field(default_factory=lambda: {GRADED: 0, REFUSED: 0, ERROR: 0, "resumed": 0})
+    started: float = field(default_factory=time.monotonic)
 
     def advance(self, outcome: Outcome, resumed: bool = False) -> None:
-        assert self.counts is not None
         self.done += 1
         self.counts["resumed" if resumed else outcome.status] += 1
         if self.stream.isatty():
@@ -108,7 +103,6 @@ class Progress:
         return f" ({outcome.reason})" if outcome.reason else ""
 
     def bar(self, width: int = 30) -> str:
-        assert self.counts is not None
         filled = width * self.done // max(self.total, 1)
         elapsed = time.monotonic() - self.started
         graded = self.done - self.counts["resumed"]

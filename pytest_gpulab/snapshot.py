@@ -4,8 +4,11 @@ The etcd format keeps every object as it was, status, ControllerRevisions and
 custom resources included; kwokctl's k8s format re-creates a chosen list of kinds
 and loses a DaemonSet's revisions, which gpuop's step 8 grades (``bench/README.md``
 has the measurement). Restoring replaces the whole state of a fresh cluster and
-restarts its components; the cluster is ready again once the API server answers
-and the kwok controller has renewed every node's lease since. Usable without pytest.
+restarts its components. The snapshot's node leases name the kwok controller that held
+them, which a new one would wait out (200 s); they are marked as held by nobody, as a node
+agent that went away leaves them, so the grading cluster's kwok takes the nodes at once.
+The cluster is ready again once the API server answers and every node's lease was renewed
+since the restore. Usable without pytest.
 """
 
 from __future__ import annotations
