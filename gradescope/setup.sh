@@ -17,8 +17,8 @@ for candidate in python3.13 python3.12 python3.11 python3; do
 done
 packages=()
 [ -n "$python" ] || packages+=(python3.11 python3.11-venv)
-for tool in unshare setpriv prlimit mount ps; do
-  command -v "$tool" >/dev/null || { packages+=(util-linux mount procps); break; }
+for tool in bwrap setpriv prlimit ps; do
+  command -v "$tool" >/dev/null || { packages+=(bubblewrap util-linux procps); break; }
 done
 if [ ${#packages[@]} -gt 0 ]; then
   apt-get update -qq

@@ -19,6 +19,9 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import shutil
+import socketserver
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -200,8 +203,22 @@ class _Proxy(BaseHTTPRequestHandler):
             return  # the script stopped watching
 
 
+class _UnixProxy(_Proxy):
+    disable_nagle_algorithm = False  # a Unix socket has no Nagle to disable
+
+    def address_string(self) -> str:
+        return "sandbox"
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
 class DoctoredView:
-    """A read-only proxy of the cluster at ``kubeconfig`` that hides ``hidden_pods`` ((namespace, name))."""
+    """A read-only proxy of the cluster at ``kubeconfig`` that hides ``hidden_pods`` ((namespace, name)).
+
+    It serves on loopback TCP (``kubeconfig``) and on a Unix socket (``socket``, in a folder only the
+    grader's user may enter), which the sandbox binds into a script's network namespace."""
 
     def __init__(self, kubeconfig: str | Path, hidden_pods: Iterable[PodKey], work_dir: Path) -> None:
         self.upstream = Upstream(kubeconfig)
@@ -209,8 +226,9 @@ class DoctoredView:
         self.doctor = Doctor(hidden, self._owners(hidden))
         self.kubeconfig = Path(work_dir) / "view-kubeconfig.yaml"
         self.refused: list[tuple[str, str]] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._servers: list[socketserver.BaseServer] = []
+        self._threads: list[threading.Thread] = []
+        self._socket_dir: str | None = None
 
     def doctors(self, path: str) -> bool:
         """Whether a body read at ``path`` may be changed by the view; others pass through as served."""
@@ -225,16 +243,29 @@ class DoctoredView:
                     owners[(namespace, str(ref.get("name")))] += 1
         return owners
 
-    def __enter__(self) -> DoctoredView:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
-        self._server.daemon_threads = True
-        self._server.view = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="doctored-view", daemon=True
+    @property
+    def socket(self) -> Path:
+        """The view's Unix socket (a short path: a socket's name has a limit of about 100 bytes)."""
+        assert self._socket_dir is not None, "enter the view first"
+        return Path(self._socket_dir) / "view.sock"
+
+    def _serve(self, server: socketserver.BaseServer) -> None:
+        server.view = self  # type: ignore[attr-defined]
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="doctored-view", daemon=True
         )  # shutdown() waits for the loop's next look
-        self._thread.start()
+        thread.start()
+        self._servers.append(server)
+        self._threads.append(thread)
+
+    def __enter__(self) -> DoctoredView:
+        tcp = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
+        tcp.daemon_threads = True
+        self._serve(tcp)
+        self._socket_dir = tempfile.mkdtemp(prefix="gpulab-view-")  # 0700: the grader's user alone enters
+        self._serve(_UnixServer(str(self.socket), _UnixProxy))
         self.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-        self.kubeconfig.write_text(self._config(self._server.server_address[1]))
+        self.kubeconfig.write_text(self._config(tcp.server_address[1]))
         return self
 
     @staticmethod
@@ -247,9 +278,11 @@ class DoctoredView:
         })  # fmt: skip
 
     def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
         self.upstream.close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .pipes import Budget, PipeReader
-from .sandbox import Exposure, Sandbox
+from .sandbox import Layout, Sandbox
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
 from .supervision import killpg, wait_for_end
 
@@ -39,12 +39,10 @@ class SandboxPlan:
     """A sandbox and what a run in it sees (see :mod:`pytest_gpulab.sandbox`)."""
 
     sandbox: Sandbox
-    exposures: tuple[Exposure, ...]
-    hidden: tuple[Path, ...] = ()
-    network: bool = True  # False: the script reaches nothing on the network, not even localhost
+    layout: Layout
 
-    def wrap(self, command: Sequence[str]) -> list[str]:
-        return self.sandbox.wrap(command, self.exposures, self.hidden, self.network)
+    def wrap(self, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        return self.sandbox.wrap(command, self.layout, env)
 
 
 def _shebang(script: Path) -> str | None:
@@ -155,7 +153,7 @@ class ScriptRun:
         return None
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        command = self.command if self.sandbox is None else self.sandbox.wrap(self.command)
+        command = self.command if self.sandbox is None else self.sandbox.wrap(self.command, self.env)
         return subprocess.Popen(
             command,
             cwd=self.cwd,

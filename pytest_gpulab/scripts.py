@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import toolchain
+from .bwrap import blanks_for, view_kubeconfig, write_etc
 from .containerd import FakeContainerd, shim_path
 from .feedback import fail
 from .learner import LearnerFile
 from .runner import SandboxPlan, ScriptResult, run_script
-from .sandbox import Exposure, Sandbox, snapshot, tool_paths
+from .sandbox import Exposure, Layout, Sandbox, snapshot, tool_paths
 
 if TYPE_CHECKING:
     from .clusterview import DoctoredView
@@ -111,58 +112,71 @@ class ScriptRunner:
             self._view.__exit__(None, None, None)
             self._view = None
 
-    def _cluster_kubeconfig(self) -> str | None:
-        """The lab cluster's kubeconfig; in the sandbox, that of a read-only view of it (writes are refused)."""
-        upstream = self._kubeconfig()
-        if self.sandbox is None:
-            return upstream
+    def cluster_view(self) -> DoctoredView:
+        """The read-only view of the lab cluster that ``cluster`` scripts read, made by the first one
+        (it hides nothing, and refuses every change)."""
         with self._shared:
             if self._view is None:
                 from .clusterview import DoctoredView  # the kubernetes client is slow to import
 
-                view = DoctoredView(upstream or os.path.expanduser("~/.kube/config"), (), self.work / "cluster-view")
-                self._view = view.__enter__()
-            return str(self._view.kubeconfig)
+                upstream = self._kubeconfig() or os.path.expanduser("~/.kube/config")
+                self._view = DoctoredView(upstream, (), self.work / "cluster-view").__enter__()
+            return self._view
 
-    def _plan(
-        self, script: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, env: dict[str, str]
-    ) -> SandboxPlan | None:
-        """What the script sees in the sandbox: the lab root (or its own folder), read-only; its scratch and
-        the fake containerd's state, writable; the tools on PATH, the kubeconfig it is given and the files
-        the grader names in its arguments (a generated dump), read-only."""
-        if self.sandbox is None:
-            return None
-        uid, gid = self.sandbox.user or (os.getuid(), os.getgid())
-        for writable in (scratch, fake.state_dir):
-            os.chown(writable, uid, gid)
+    def _exposures(
+        self, script: Path, args: tuple[str, ...], fake: FakeContainerd, env: dict[str, str]
+    ) -> list[Exposure]:
+        """The lab root (or the script's own folder) as a read-only snapshot; the fake containerd, read-only
+        but for the one file it records calls in; the tools on PATH; and the files the grader names in its
+        arguments (a generated dump), read-only."""
         root = self.lab_root
         if root is not None and root in script.parents:
             with self._shared:
                 seen = [Exposure(snapshot(root, self.work / "lab-snapshot"), root)]
         else:
             seen = [Exposure(script.parent, script.parent)]
-        seen += [Exposure(scratch, scratch, read_only=False), Exposure(fake.directory, fake.directory, False)]
+        seen += [Exposure(fake.directory, fake.directory), Exposure(fake.calls_file, fake.calls_file, read_only=False)]
         seen += [Exposure(tool, tool) for tool in tool_paths(env.get("PATH", "")) if tool != Path("/")]
         seen.append(Exposure(shim_path().parent, shim_path().parent))
-        if kubeconfig := env.get("KUBECONFIG"):  # only a cluster run has one: _environment blanks the rest
-            seen.append(Exposure(Path(kubeconfig), Path(kubeconfig)))
-        given = [Path(arg) for arg in args if arg.startswith("/") and os.path.exists(arg)]
-        seen += [Exposure(path, path) for path in given if root is None or root not in path.parents]
-        hidden = (root.parent,) if root is not None and root.parent != Path("/") else ()
-        return SandboxPlan(self.sandbox, tuple(seen), hidden, network=bool(env.get("KUBECONFIG")))
+        given = [Path(arg) for arg in args if arg.startswith("/") and os.path.isfile(arg)]  # no socket, no device
+        return seen + [Exposure(path, path) for path in given if root is None or root not in path.parents]
+
+    def _plan(
+        self,
+        script: Path,
+        args: tuple[str, ...],
+        fake: FakeContainerd,
+        scratch: Path,
+        env: dict[str, str],
+        view: DoctoredView | None,
+    ) -> SandboxPlan | None:
+        """What the script sees in the sandbox: its exposures, empty writable blanks (its scratch among
+        them), and for a script that reads the cluster the view's socket behind a forwarder."""
+        if self.sandbox is None:
+            return None
+        fake.calls_file.touch()
+        if self.sandbox.user is not None:
+            os.chown(fake.calls_file, *self.sandbox.user)
+        seen = self._exposures(script, args, fake, env)
+        blanks = blanks_for(self.lab_root, env.get("HOME"), scratch, seen)
+        sandbox_dir = self.work / "sandbox"
+        layout = Layout(
+            tuple(seen), blanks, scratch, write_etc(sandbox_dir),
+            cluster_socket=view.socket if view is not None else None,
+            kubeconfig=view_kubeconfig(sandbox_dir) if view is not None else None,
+        )  # fmt: skip
+        return SandboxPlan(self.sandbox, layout)
 
     def _environment(
-        self, fake: FakeContainerd, *, cluster: bool, containerd: bool, kubeconfig: str | None = None
+        self, fake: FakeContainerd, *, containerd: bool, view: DoctoredView | None
     ) -> tuple[list[Path], dict[str, str]]:
         prefix: list[Path] = [fake.bin_dir] if containerd else []
         extra: dict[str, str] = {}
         if not containerd:
             extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
-        if not cluster:
-            extra["KUBECONFIG"] = ""  # not the grader's own: a script reads the cluster only when its step asks
-        if cluster:
-            if kubeconfig := kubeconfig or self._cluster_kubeconfig():
-                extra["KUBECONFIG"] = kubeconfig
+        # A script reads the cluster only when its step asks, and then only through a read-only view.
+        extra["KUBECONFIG"] = str(view.kubeconfig) if view is not None else ""
+        if view is not None:
             prefix.append(toolchain.bin_dir())
         return prefix, extra
 
@@ -176,10 +190,10 @@ class ScriptRunner:
         containerd: bool = True,
         fake: FakeContainerd | None = None,
         scratch: Path | None = None,
-        kubeconfig: str | None = None,
+        view: DoctoredView | None = None,
     ) -> LearnerRun:
         """Run ``script``: ``dump`` names a shipped dump, ``dump_text`` is one the grader generated;
-        ``kubeconfig`` shows a ``cluster`` script another view of the cluster than the lab's own
+        ``view`` shows a ``cluster`` script another view of the cluster than the lab's own
         (a :class:`pytest_gpulab.clusterview.DoctoredView`)."""
         __tracebackhide__ = True
         path = script.path if isinstance(script, LearnerFile) else Path(script)
@@ -197,10 +211,11 @@ class ScriptRunner:
             fake.serve_text(dump_text)
         scratch = scratch or run_dir / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
-        prefix, extra = self._environment(fake, cluster=cluster, containerd=containerd, kubeconfig=kubeconfig)
+        view = (view or self.cluster_view()) if cluster else None
+        prefix, extra = self._environment(fake, containerd=containerd, view=view)
         env = {**os.environ, **extra}
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
-        plan = self._plan(Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, env)
+        plan = self._plan(Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, env, view)
         result = run_script(
             path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
         )

@@ -209,7 +209,8 @@ def test_a_hostile_script_ends_in_its_own_run(runner, tmp_path, case):
     assert not Path("/tmp/gpulab-hostile-junk").exists() and not (GRADER / "step9_free_points.py").exists()
     assert "other learner" not in result.stdout
     assert nobodys_processes() == [] or runner.sandbox is None or runner.sandbox.user is None
-    harmless_here = ("setsid-and-escape", "read-another-learner", "write-tmp", "fork-repeatedly")
+    # Writes that land in a throwaway blank (the folder above the lab root, /tmp) end well; nothing outside changes.
+    harmless_here = ("setsid-and-escape", "read-another-learner", "write-tmp", "fork-repeatedly", "write-the-report")
     assert result.exit_code != 0 or case in harmless_here, result
     if case == "fork-repeatedly":  # stopped by the process limit, not by the machine
         assert "fork" in result.stderr and "Resource temporarily unavailable" in result.stderr, result.stderr[:500]
@@ -233,7 +234,7 @@ def test_scripts_run_as_nobody_without_seeing_the_grader(runner):
 
 
 def test_without_namespaces_scripts_still_run_and_the_gap_is_said(tmp_path):
-    weak = sandbox.Sandbox(namespaces=False, user=None, missing=("no PID or mount namespace",))
+    weak = sandbox.Sandbox("none", user=None, missing=("no PID or mount namespace",))
     lab = tmp_path / "lab"
     (lab / "bin").mkdir(parents=True)
     script = lab / "bin" / "ok.sh"

@@ -62,7 +62,7 @@ def coverage(script_runner, learner, quiet_namespace, view):
     the operator's namespace on the view that hides a Pod of each DaemonSet."""
     return script_runner.runs_of(learner.file(SCRIPT)).ahead(
         Run(OPERATOR, cluster=True), Run(quiet_namespace, cluster=True),
-        Run(OPERATOR, cluster=True, kubeconfig=str(view.kubeconfig)),
+        Run(OPERATOR, cluster=True, view=view),
     )  # fmt: skip
 
 
@@ -92,7 +92,7 @@ def test_namespace_without_daemonsets(coverage, live, quiet_namespace):
 def test_finds_pods_that_are_gone(coverage, agents, hidden, view, live, step_random):
     blocked_unless(agents, f"a DaemonSet Pod in {OPERATOR}, which step 1 deploys,")
     expected = missing(coverage_gaps(live, OPERATOR, hidden))
-    run = coverage.run(OPERATOR, cluster=True, kubeconfig=str(view.kubeconfig))
+    run = coverage.run(OPERATOR, cluster=True, view=view)
     refused = list(view.refused)
     nodes = listed(sorted({str(dig(pod, "spec", "nodeName")) for pod in agents if (OPERATOR, name_of(pod)) in hidden}))
     expect(

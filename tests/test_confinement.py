@@ -1,0 +1,204 @@
+"""A learner's script reaches nothing but its own read-only view: the hostile corpus of the network, the
+sockets, the grader's environment and /proc, the scratch directory and huge arguments.
+
+Every case runs a script through the grader's ``ScriptRunner`` in this machine's sandbox, beside a real lab
+cluster (``gpuop_cluster``) whose etcd and API server listen on this machine's loopback; each ends as a
+clean result of its own, with the cluster's objects and every file outside the scratch directory unchanged.
+The cross-learner case, inside a real ``gpulab grade-batch --jobs 2``, is in ``test_confinement_batch.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hostile_scripts import ETCD_ATTACK, SCAN_REPORT, etcd_keys, objects_of
+
+from pytest_gpulab import sandbox
+from pytest_gpulab.scripts import ScriptRunner
+
+SANDBOX = sandbox.probe()
+pytestmark = pytest.mark.skipif(not SANDBOX.namespaces, reason=f"no sandbox here: {SANDBOX.describe()}")
+SECRET = "gpulab-grader-secret-6d1f"
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Path:
+    root = tmp_path / "lab"
+    (root / "bin").mkdir(parents=True)
+    (root / "out").mkdir()
+    (root / "out" / "merge.txt").write_text("MAIN_RUNTIMES=runc\n")
+    return root
+
+
+@pytest.fixture
+def runner(tmp_path: Path, lab: Path, gpuop_cluster) -> Iterator[ScriptRunner]:
+    scripts = ScriptRunner(
+        tmp_path / "work", 20.0, lambda: str(gpuop_cluster.kubeconfig), lab_root=lab, sandbox=SANDBOX
+    )
+    yield scripts
+    scripts.close()
+
+
+def write(lab: Path, text: str) -> Path:
+    script = lab / "bin" / "hostile"
+    script.write_text(text)
+    script.chmod(0o755)
+    return script
+
+
+def fingerprint(*roots: Path) -> dict[str, str]:
+    found = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            if path.is_file() and not path.is_symlink():
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def test_a_scan_of_every_loopback_port_finds_only_the_view_and_writes_no_etcd(runner, lab, gpuop_cluster):
+    """The script scans 1-65535 on 127.0.0.1 and ::1, asks each open port for etcd's /version and puts a key
+    into every etcd that answers; the lab cluster's etcd listens on this machine's loopback all along."""
+    before_keys, before_objects = etcd_keys(gpuop_cluster), objects_of(gpuop_cluster)
+    script = write(lab, ETCD_ATTACK)
+    before_files = fingerprint(lab)
+    result = runner.run(script, cluster=True).result
+    report = json.loads(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else {}
+    assert result.exit_code == 0 and not result.timed_out, result
+    assert report == {**SCAN_REPORT, "open": report.get("open")}, report
+    assert report["open"] == [8001], f"the script reached more than its view: {report}"
+    assert etcd_keys(gpuop_cluster) == before_keys
+    assert objects_of(gpuop_cluster) == before_objects
+    assert fingerprint(lab) == before_files
+
+
+def test_the_script_reads_the_cluster_through_its_view_and_may_not_write(runner, lab, gpuop_cluster):
+    script = write(lab, "#!/bin/sh\nkubectl get nodes -o name\nkubectl create namespace gpulab-pwned\necho rc=$?\n")
+    result = runner.run(script, cluster=True).result
+    assert "node/lab-node-0" in result.stdout, result
+    assert result.stdout.strip().endswith("rc=1"), result
+    assert "read-only" in result.stderr
+    assert "gpulab-pwned" not in json.dumps(objects_of(gpuop_cluster))
+    assert runner.cluster_view().refused, "the view records the refused write"
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["no-cluster", "cluster"])
+def test_the_script_sees_loopback_only(runner, lab, cluster):
+    script = write(
+        lab,
+        "#!/usr/bin/env python3\nimport socket\n"
+        "print('IFACES=' + ','.join(name for _, name in socket.if_nameindex()))\n"
+        "routes = open('/proc/net/route').read().splitlines()[1:]\n"
+        "print('ROUTES=' + str(len(routes)))\n"
+        "print('IPV6=' + ','.join(sorted({l.split()[-1] for l in open('/proc/net/if_inet6')})))\n",
+    )
+    result = runner.run(script, cluster=cluster).result
+    assert result.stdout.splitlines() == ["IFACES=lo", "ROUTES=0", "IPV6=lo"], result
+
+
+def test_unix_sockets_of_the_host_are_out_of_reach(runner, lab, tmp_path):
+    """An abstract socket and a filesystem socket the grader listens on, and the host's well-known ones."""
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind(f"\0{SECRET}")
+    filesystem = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = tmp_path / "grader.sock"
+    filesystem.bind(str(path))
+    path.chmod(0o777)
+    for listener in (abstract, filesystem):
+        listener.listen()
+    view_socket = runner.cluster_view().socket
+    targets = [f"@{SECRET}", str(path), str(view_socket), "/run/podman/podman.sock", "/var/run/docker.sock",
+               "/run/systemd/private", "/run/dbus/system_bus_socket"]  # fmt: skip
+    script = write(
+        lab,
+        "#!/usr/bin/env python3\nimport socket, sys\n"
+        "for target in sys.argv[1:]:\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    name = '\\0' + target[1:] if target.startswith('@') else target\n"
+        "    try:\n        s.connect(name); print('REACHED', repr(target))\n"
+        "    except OSError as e:\n        print('NO', e.errno)\n",
+    )
+    try:
+        result = runner.run(script, *targets).result
+    finally:
+        abstract.close()
+        filesystem.close()
+    assert result.exit_code == 0 and "REACHED" not in result.stdout, result
+    assert len(result.stdout.splitlines()) == len(targets)
+
+
+def test_the_grader_s_environment_and_processes_are_not_there(runner, lab, monkeypatch):
+    monkeypatch.setenv("GPULAB_TEST_SECRET", SECRET)
+    script = write(
+        lab,
+        "#!/bin/sh\nenv\ncat /proc/1/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n'\n"
+        "cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' '\necho\nls /proc\n"
+        f"kill -0 {os.getpid()} 2>/dev/null && echo grader-visible\ncat /etc/passwd\n",
+    )
+    result = runner.run(script, cluster=True).result
+    assert SECRET not in result.stdout, result.stdout
+    assert "grader-visible" not in result.stdout
+    assert "test_confinement.py" not in result.stdout  # the grader's command line
+    pids = [word for word in result.stdout.split() if word.isdigit()]
+    assert str(os.getpid()) not in pids
+    passwd = [line.split(":")[0] for line in result.stdout.splitlines() if line.count(":") == 6]
+    assert sorted(passwd) == ["nobody", "root"], passwd
+    assert "KUBECONFIG=/run/gpulab/kubeconfig" in result.stdout
+
+
+def test_filling_the_scratch_directory_ends_the_run_and_leaves_the_disk_alone(runner, lab, tmp_path):
+    """Bytes until the disk says no, then empty files until the time runs out: both stay in the run."""
+    free_before = shutil.disk_usage(tmp_path).free
+    script = write(
+        lab,
+        "#!/bin/bash\nfor i in $(seq 1 100); do head -c 67108864 /dev/zero > big.$i || break; done\n"
+        "echo BYTES=$(du -sb . | cut -f1)\n"
+        'python3 -c \'import itertools\nfor i in itertools.count():\n  open("f%d" % i, "w").close()\'\n',
+    )
+    count = lab / "bin" / "count"
+    count.write_text("#!/bin/sh\nls | wc -l\n")
+    count.chmod(0o755)
+    before = fingerprint(lab)
+    runner.timeout = 8.0
+    started = time.monotonic()
+    result = runner.run(script).result
+    assert time.monotonic() - started < 8.0 + 10
+    written = int(result.stdout.split("BYTES=")[1].split()[0])
+    assert written <= 64 * 1024 * 1024 + 1024 * 1024, result.stdout
+    assert "No space left on device" in result.stderr, result.stderr[-500:]
+    assert shutil.disk_usage(tmp_path).free > free_before - 32 * 1024 * 1024
+    assert fingerprint(lab) == before
+    again = runner.run(count).result
+    assert again.stdout.strip() == "0", "each run starts with an empty scratch directory"
+
+
+def test_a_huge_argv_or_environment_is_a_clean_failure(runner, lab):
+    script = write(
+        lab,
+        "#!/bin/bash\nbig=$(head -c 3000000 /dev/zero | tr '\\0' x)\n"
+        'export HUGE="$big"\n/bin/true && echo env-ok || echo env-refused\n'
+        'unset HUGE\n/bin/echo "$big" "$big" >/dev/null && echo argv-ok || echo argv-refused\n',
+    )
+    result = runner.run(script).result
+    assert result.stdout.splitlines() == ["env-refused", "argv-refused"], result
+    assert "Argument list too long" in result.stderr
+
+
+def test_the_fake_containerd_s_record_is_the_one_file_a_script_may_write(runner, lab):
+    script = write(
+        lab,
+        "#!/bin/sh\nstate=$GPULAB_FAKE_CONTAINERD_STATE\n"
+        'state=$(sed -n "s/^GPULAB_FAKE_CONTAINERD_STATE=//p" "$(command -v containerd)" | tr -d "\'")\n'
+        'touch "$state/new-file" 2>/dev/null && echo created || echo refused\n'
+        'echo junk > "$state/dump.toml" 2>/dev/null && echo overwrote || echo kept\n',
+    )
+    run = runner.run(script, dump="v2-runc-only")
+    assert run.result.stdout.splitlines() == ["refused", "kept"], run.result
+    assert "runc" in run.containerd.dump_file.read_text()
