@@ -96,7 +96,7 @@ def _system(etc: Path) -> list[str]:
         if (Path("/etc") / name).exists():
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     args += ["--ro-bind", str(etc / "passwd"), "/etc/passwd", "--ro-bind", str(etc / "group"), "/etc/group"]
-    return [*args, "--proc", "/proc", "--dev", "/dev", "--hostname", "gpulab-sandbox"]
+    return [*args, "--proc", "/proc", "--dev", "/dev"]
 
 
 def _blank(path: Path) -> list[str]:

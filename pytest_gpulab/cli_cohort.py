@@ -90,7 +90,8 @@ def cmd_job_manifest(args: argparse.Namespace) -> int:
         print(f"gpulab: {args.directory} holds no bundles", file=sys.stderr)
         return 1
     manifest = jobs.job_manifest(count, image=args.image, claim=args.claim, name=args.name,
-                                 namespace=args.namespace, parallelism=args.parallelism)  # fmt: skip
+                                 namespace=args.namespace, parallelism=args.parallelism,
+                                 seccomp_profile=args.seccomp_profile)  # fmt: skip
     sys.stdout.write(yaml.safe_dump(manifest, sort_keys=False))
     return 0
 
@@ -133,6 +134,11 @@ def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
     manifest.add_argument("--name", default="gpulab-grade")
     manifest.add_argument("--namespace", default="default")
     manifest.add_argument("--parallelism", type=int, default=4)
+    manifest.add_argument(
+        "--seccomp-profile",
+        metavar="PATH",
+        help="a Localhost seccomp profile on the nodes (containerd's RuntimeDefault forbids the sandbox's namespaces)",
+    )
     manifest.set_defaults(run=cmd_job_manifest)
     entry = commands.add_parser("job-entry", help="grade bundle $JOB_COMPLETION_INDEX (a Job's Pod)")
     entry.add_argument("--bundles", default=f"{jobs.MOUNT}/bundles")

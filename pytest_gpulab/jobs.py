@@ -23,6 +23,31 @@ from .regrade import ERROR
 MOUNT = "/work"
 
 
+# The least a Pod needs for the learner-script sandbox (bubblewrap in a user namespace) and the lab cluster's
+# processes, as measured in an unprivileged container (scripts/measure-sandbox-context, README "Past one
+# machine"): no root, no capability, no privilege escalation, a read-only image. Two loosenings remain:
+# a user namespace of the Pod's own (hostUsers: false), which makes procMount: Unmasked safe and allowed,
+# and Unmasked itself, without which the kernel refuses the sandbox a /proc of its own.
+USER = 1000
+CONTAINER_SECURITY = {
+    "privileged": False,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+    "procMount": "Unmasked",
+}
+
+
+def pod_security(seccomp_profile: str | None) -> dict[str, Any]:
+    """The Pod's own security context: a non-root user, and seccomp RuntimeDefault (which lets an unprivileged
+    process make namespaces on CRI-O) or, where the runtime's default forbids it (containerd), a Localhost
+    profile installed on the nodes (``scripts/measure-sandbox-context`` writes one, ``bwrap-localhost.json``)."""
+    seccomp: dict[str, str] = {"type": "RuntimeDefault"}
+    if seccomp_profile:
+        seccomp = {"type": "Localhost", "localhostProfile": seccomp_profile}
+    return {"runAsNonRoot": True, "runAsUser": USER, "runAsGroup": USER, "fsGroup": USER, "seccompProfile": seccomp}
+
+
 def job_manifest(
     count: int,
     *,
@@ -31,18 +56,18 @@ def job_manifest(
     name: str = "gpulab-grade",
     namespace: str = "default",
     parallelism: int = 4,
+    seccomp_profile: str | None = None,
 ) -> dict[str, Any]:
     """The Indexed Job that grades ``count`` bundles from the volume claim ``claim``."""
     container = {
         "name": "grader",
         "image": image,
         "command": ["gpulab", "job-entry", "--bundles", f"{MOUNT}/bundles", "--out", f"{MOUNT}/results"],
-        # The learner-script sandbox makes PID and mount namespaces and mounts (unshare, mount), and each
-        # bundle's lab cluster runs as processes in the Pod: it needs the privilege of a build container.
-        "securityContext": {"privileged": True},
+        "securityContext": CONTAINER_SECURITY,
         "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
-        "volumeMounts": [{"name": "work", "mountPath": MOUNT}],
+        "volumeMounts": [{"name": "work", "mountPath": MOUNT}, {"name": "tmp", "mountPath": "/tmp"}],
     }
+    volumes = [{"name": "work", "persistentVolumeClaim": {"claimName": claim}}, {"name": "tmp", "emptyDir": {}}]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -57,8 +82,10 @@ def job_manifest(
                 "metadata": {"labels": {"app.kubernetes.io/name": "pytest-gpulab"}},
                 "spec": {
                     "restartPolicy": "Never",
+                    "hostUsers": False,
+                    "securityContext": pod_security(seccomp_profile),
                     "containers": [container],
-                    "volumes": [{"name": "work", "persistentVolumeClaim": {"claimName": claim}}],
+                    "volumes": volumes,
                 },
             },
         },

@@ -125,6 +125,28 @@ def test_the_job_manifest_is_valid_yaml_for_any_count(tmp_path):
     assert gpulab("job-manifest", str(empty), "--image=i", "--claim=c").returncode == 1
 
 
+@pytest.mark.parametrize("seccomp", [None, "profiles/gpulab-bwrap.json"], ids=["runtime-default", "localhost"])
+def test_the_job_s_pods_ask_for_no_privilege_and_the_api_server_takes_them(gpuop_cluster, tmp_path, seccomp):
+    """The measured context (README, Past one machine): non-root, no capability, no escalation, a read-only
+    image, the Pod's own user namespace and an unmasked /proc; the API server validates it whole."""
+    (tmp_path / "a.gpulab.tar.gz").write_bytes(b"")
+    extra = [f"--seccomp-profile={seccomp}"] if seccomp else []
+    namespace = f"job-context-{'localhost' if seccomp else 'default'}"
+    made = gpulab("job-manifest", str(tmp_path), "--image=i", "--claim=c", f"--namespace={namespace}", *extra)
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "job.yaml").write_text(made.stdout)
+    gpuop_cluster.kubectl("create", "namespace", namespace)
+    gpuop_cluster.kubectl("apply", "--server-side", "--field-manager=gpulab", "-f", str(tmp_path / "job.yaml"))
+    pod = gpuop_cluster.get_json("job", "gpulab-grade", "-n", namespace)["spec"]["template"]["spec"]
+    container = pod["containers"][0]["securityContext"]
+    assert pod["hostUsers"] is False and "privileged" not in json.dumps(pod).replace('"privileged": false', "")
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert container["capabilities"]["drop"] == ["ALL"] and container["allowPrivilegeEscalation"] is False
+    assert container["procMount"] == "Unmasked" and container["readOnlyRootFilesystem"] is True
+    expected = {"type": "Localhost", "localhostProfile": seccomp} if seccomp else {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["seccompProfile"] == expected
+
+
 def test_the_gradescope_package_sets_up_from_its_zip_and_grades(gpuop_cohort, tmp_path):
     """The zip `gradescope/package` writes, unpacked as Gradescope does; setup.sh (offline: the wheelhouse
     scripts/setup made, Go and the built binaries present), then run_autograder with what it installed."""
