@@ -133,14 +133,21 @@ def _leading_folders(layout: Layout, places: list[tuple[Path, list[str]]]) -> se
     }  # fmt: skip
 
 
-def _environment(env: Mapping[str, str], layout: Layout) -> list[str]:
+def script_environment(env: Mapping[str, str], layout: Layout) -> dict[str, str]:
+    """The allowlisted names of ``env``, and the view's kubeconfig for a script that reads the cluster.
+    bubblewrap itself is started with it too: its first process, which the script may read in /proc,
+    keeps the environment it was given."""
     kept = {name: env[name] for name in KEPT_ENV if env.get(name)}
     kept.update(layout.extra_env)
     kept.pop("KUBECONFIG", None)
     if layout.cluster_socket is not None:
         kept["KUBECONFIG"] = str(KUBECONFIG_INSIDE)
+    return kept
+
+
+def _environment(env: Mapping[str, str], layout: Layout) -> list[str]:
     args = ["--clearenv"]
-    for name, value in sorted(kept.items()):
+    for name, value in sorted(script_environment(env, layout).items()):
         args += ["--setenv", name, value]
     return args
 

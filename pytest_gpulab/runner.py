@@ -44,6 +44,9 @@ class SandboxPlan:
     def wrap(self, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
         return self.sandbox.wrap(command, self.layout, env)
 
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        return self.sandbox.environment(self.layout, env)
+
 
 def _shebang(script: Path) -> str | None:
     try:
@@ -153,11 +156,13 @@ class ScriptRun:
         return None
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        command = self.command if self.sandbox is None else self.sandbox.wrap(self.command, self.env)
+        command, env = self.command, self.env
+        if self.sandbox is not None:
+            command, env = self.sandbox.wrap(self.command, self.env), self.sandbox.environment(self.env)
         return subprocess.Popen(
             command,
             cwd=self.cwd,
-            env=self.env,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from .bwrap import Exposure, Layout, command_line, write_etc
+from .bwrap import Exposure, Layout, command_line, script_environment, write_etc
 
 __all__ = ["Exposure", "Layout", "ResourceLimits", "Sandbox", "probe", "snapshot", "tool_paths"]
 
@@ -93,6 +93,10 @@ class Sandbox:
         if not self.namespaces:
             return confined
         return command_line(self.mode == "root", layout, env, confined, self.bwrap)
+
+    def environment(self, layout: Layout, env: Mapping[str, str]) -> dict[str, str]:
+        """The environment to start the wrapped command with: in a sandbox, only the allowlisted names."""
+        return script_environment(env, layout) if self.namespaces else dict(env)
 
 
 def tool_paths(path_variable: str) -> list[Path]:
