@@ -24,6 +24,7 @@ grader's read-only view of the cluster (a Unix socket bound in at ``/run/gpulab`
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +43,9 @@ ETC_KEPT = (
 )  # fmt: skip
 # The environment a script gets: these names of the grader's, nothing else (no tokens, no settings).
 KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM", "KUBECONFIG")
-PASSWD = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-GROUP = "root:x:0:\nnogroup:x:65534:\n"
+PASSWD = "root:x:0:0:root:/root:/bin/sh\nlearner:x:{uid}:{uid}:learner:/nonexistent:/usr/sbin/nologin\n"
+GROUP = "root:x:0:\nlearner:x:{uid}:\n"
+USERNS_UID = 65534  # the script's uid inside a user namespace
 ROOT_NAMESPACES = (
     "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
     "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
@@ -72,15 +74,15 @@ class Layout:
     cluster_socket: Path | None = None
     kubeconfig: Path | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    run_user: int | None = None  # root mode: the uid the script runs as
 
 
-def write_etc(folder: Path) -> Path:
-    """The passwd and group a script sees, written once per runner."""
+def write_etc(folder: Path, uid: int | None) -> Path:
+    """The passwd and group a script sees, naming root and the script's own user (``learner``)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (("passwd", PASSWD), ("group", GROUP)):
-        if not (folder / name).exists():
-            (folder / name).write_text(text)
-            (folder / name).chmod(0o644)
+        (folder / name).write_text(text.format(uid=USERNS_UID if uid is None else uid))
+        (folder / name).chmod(0o644)
     return folder
 
 
@@ -153,9 +155,10 @@ def _environment(env: Mapping[str, str], layout: Layout) -> list[str]:
 
 
 def command_line(
-    as_root: bool, layout: Layout, env: Mapping[str, str], inner: Sequence[str], bwrap: str = "bwrap"
+    as_root: bool, layout: Layout, env: Mapping[str, str], inner: Sequence[str], bwrap: str, filter_fd: int | None
 ) -> list[str]:
-    """``inner`` (already confined by setpriv and prlimit) in a sandbox of ``layout``."""
+    """``inner`` (already confined by setpriv and prlimit) in a sandbox of ``layout``, under the seccomp
+    program bubblewrap reads from ``filter_fd``."""
     namespaces = ROOT_NAMESPACES if as_root else USER_NAMESPACES
     command = list(inner)
     if layout.cluster_socket is not None:
@@ -163,6 +166,7 @@ def command_line(
         command = forward + command
     return [
         bwrap, *namespaces, "--die-with-parent", "--new-session",
+        *(["--seccomp", str(filter_fd)] if filter_fd is not None else []),
         *_system(layout.etc), *_mounts(layout), *_environment(env, layout),
         "--chdir", str(layout.cwd), "--", *command,
     ]  # fmt: skip
@@ -172,14 +176,17 @@ def view_kubeconfig(folder: Path) -> Path:
     """The kubeconfig a script inside reads: the forwarder's address on the sandbox's own loopback."""
     path = folder / "kubeconfig"
     if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
         server = f"http://127.0.0.1:{FORWARD_PORT}"
-        path.write_text(
+        written = folder / f".kubeconfig.{threading.get_ident()}"
+        written.write_text(
             "apiVersion: v1\nkind: Config\ncurrent-context: view\n"
             f"clusters:\n- name: view\n  cluster:\n    server: {server}\n"
             "users:\n- name: view\n  user: {}\n"
             "contexts:\n- name: view\n  context:\n    cluster: view\n    user: view\n"
         )
-        path.chmod(0o644)
+        written.chmod(0o644)
+        written.replace(path)  # whole, whichever run writes it first
     return path
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .pipes import Budget, PipeReader
-from .sandbox import Layout, Sandbox
+from .sandbox import Layout, Sandbox, seccomp_fd
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
 from .supervision import killpg, wait_for_end
 
@@ -41,8 +41,8 @@ class SandboxPlan:
     sandbox: Sandbox
     layout: Layout
 
-    def wrap(self, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
-        return self.sandbox.wrap(command, self.layout, env)
+    def wrap(self, command: Sequence[str], env: Mapping[str, str], filter_fd: int | None) -> list[str]:
+        return self.sandbox.wrap(command, self.layout, env, filter_fd)
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         return self.sandbox.environment(self.layout, env)
@@ -156,9 +156,13 @@ class ScriptRun:
         return None
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        command, env = self.command, self.env
-        if self.sandbox is not None:
-            command, env = self.sandbox.wrap(self.command, self.env), self.sandbox.environment(self.env)
+        if self.sandbox is None:
+            return self._popen(self.command, self.env, ())
+        with seccomp_fd(self.sandbox.sandbox.filter) as fd:
+            command = self.sandbox.wrap(self.command, self.env, fd)
+            return self._popen(command, self.sandbox.environment(self.env), () if fd is None else (fd,))
+
+    def _popen(self, command: list[str], env: Mapping[str, str], fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             command,
             cwd=self.cwd,
@@ -168,6 +172,7 @@ class ScriptRun:
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            pass_fds=fds,
         )
 
     def _not_started(self, exc: BaseException) -> ScriptResult:

@@ -17,17 +17,21 @@ protections are missing and scripts run with what remains. Usable without pytest
 from __future__ import annotations
 
 import os
+import platform
 import pwd
+import random
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
+from . import seccomp
 from .bwrap import Exposure, Layout, command_line, script_environment, write_etc
 
 __all__ = ["Exposure", "Layout", "ResourceLimits", "Sandbox", "probe", "snapshot", "tool_paths"]
@@ -54,19 +58,27 @@ class ResourceLimits:
         ]
 
 
+# A root grader runs each script as a uid of its own from here (never a user of the machine), so that one
+# run's processes count toward no other run's limit and share nothing keyed by uid. The range lies below
+# 65536, which is what a container's user namespace maps, in Debian's band for on-demand allocation.
+RUN_UIDS = range(60000, 65000)
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """What this machine lets the grader enforce on a script, and how to wrap one's command.
 
-    ``mode`` is ``"root"`` (bubblewrap run by a root grader, the script dropped to ``user``),
-    ``"userns"`` (bubblewrap in a user namespace: no privilege needed) or ``"none"`` (no sandbox
-    could be made: the script runs with ``prlimit`` alone, and ``missing`` says so)."""
+    ``mode`` is ``"root"`` (bubblewrap run by a root grader, each script dropped to a uid of its own from
+    ``run_uids``), ``"userns"`` (bubblewrap in a user namespace, for a grader that is not root: no
+    privilege needed) or ``"none"`` (no sandbox could be made: the script runs with ``prlimit`` alone, and
+    ``missing`` says so)."""
 
     mode: str
-    user: tuple[int, int] | None  # uid and gid scripts run as, in "root" mode
+    run_uids: range | None = None  # "root" mode: the uids scripts run as, one per run
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     missing: tuple[str, ...] = ()  # protections this machine cannot give, for the header and the report
     bwrap: str = "bwrap"
+    filter: bytes | None = field(default=None, repr=False)  # the seccomp program (pytest_gpulab.seccomp)
 
     @property
     def namespaces(self) -> bool:
@@ -74,29 +86,51 @@ class Sandbox:
 
     def describe(self) -> str:
         if not self.missing:
-            how = "as nobody" if self.mode == "root" else "in a user namespace, without privilege"
+            how = "each as a uid of its own" if self.mode == "root" else "in a user namespace, without privilege"
             return (
                 f"learner scripts run sandboxed ({how}: own PID, mount and network namespaces, an allowlisted "
-                "read-only root, loopback only, the cluster through a read-only view, limits)"
+                "read-only root, loopback only, the cluster through a read-only view, a seccomp filter, limits)"
             )
         return f"learner scripts run with reduced protection: {'; '.join(self.missing)}"
 
-    def wrap(self, command: Sequence[str], layout: Layout, env: Mapping[str, str]) -> list[str]:
-        """``command`` run in the sandbox ``layout`` describes, with ``env``'s allowlisted names."""
+    def run_user(self) -> int | None:
+        """The uid (and gid) of one run, in "root" mode: one of ``run_uids`` no account of the machine has."""
+        if self.run_uids is None:
+            return None
+        while (uid := random.choice(self.run_uids)) in _accounts():
+            pass
+        return uid
+
+    def wrap(
+        self, command: Sequence[str], layout: Layout, env: Mapping[str, str], filter_fd: int | None = None
+    ) -> list[str]:
+        """``command`` run in the sandbox ``layout`` describes, with ``env``'s allowlisted names and the
+        seccomp program readable at ``filter_fd``."""
+        if self.mode == "userns" and os.geteuid() == 0:
+            # A user namespace made by root maps the script to root of the machine, whose uid the kernel
+            # trusts for sysctls, keyrings and process limits: never for a script.
+            raise ValueError("a root grader sandboxes scripts in root mode, never in a user namespace")
         confined = [*self.limits.prlimit(), *command]
-        if self.user is not None:
-            uid, gid = self.user
+        if shutil.which("choom"):
+            confined = ["choom", "-n", "1000", "--", *confined]  # the first the kernel kills when memory runs out
+        if layout.run_user is not None:
+            uid = layout.run_user
             confined = [
-                "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
+                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
                 "--inh-caps=-all", "--bounding-set=-all", "--", *confined,
             ]  # fmt: skip
         if not self.namespaces:
             return confined
-        return command_line(self.mode == "root", layout, env, confined, self.bwrap)
+        return command_line(self.mode == "root", layout, env, confined, self.bwrap, filter_fd)
 
     def environment(self, layout: Layout, env: Mapping[str, str]) -> dict[str, str]:
         """The environment to start the wrapped command with: in a sandbox, only the allowlisted names."""
         return script_environment(env, layout) if self.namespaces else dict(env)
+
+
+@cache
+def _accounts() -> frozenset[int]:
+    return frozenset(entry.pw_uid for entry in pwd.getpwall())
 
 
 def tool_paths(path_variable: str) -> list[Path]:
@@ -156,37 +190,51 @@ def probe() -> Sandbox:
     """The protections this machine allows, tried once per process."""
     limits_only = ("no sandbox: bubblewrap could not make namespaces here (scripts see the grader's files, "
                    "processes and network, and may write what the grader's user may)")  # fmt: skip
-    tools = all(shutil.which(tool) for tool in ("setpriv", "prlimit"))
+    tools = all(shutil.which(tool) for tool in ("setpriv", "prlimit", "choom"))
     bwrap = shutil.which("bwrap")
     as_root = os.geteuid() == 0
-    user = _unprivileged_user() if as_root and tools else None
+    run_uids = RUN_UIDS if as_root and shutil.which("setpriv") else None  # never root, even without a sandbox
     if bwrap is None or not tools:
-        return Sandbox("none", user, missing=(limits_only + "; install bubblewrap and util-linux",))
-    mode = "root" if as_root and user is not None else "userns"
-    candidate = Sandbox(mode, user if mode == "root" else None, bwrap=bwrap)
-    if _works(candidate):
-        return candidate
-    missing = [limits_only]
-    if as_root and user is None:
-        missing.append("scripts run as root")
-    return Sandbox("none", user, missing=tuple(missing), bwrap=bwrap)
+        return Sandbox("none", run_uids, missing=(limits_only + "; install bubblewrap and util-linux",))
+    filter_program = seccomp.program()
+    candidate = Sandbox("root" if as_root else "userns", run_uids, bwrap=bwrap, filter=filter_program)
+    if not _works(candidate):
+        return Sandbox("none", run_uids, bwrap=bwrap, missing=(limits_only,))
+    if filter_program is None:
+        return replace(candidate, missing=(f"no seccomp filter for {platform.machine()}",))
+    return candidate
 
 
 def _works(candidate: Sandbox) -> bool:
     """Whether ``true`` runs in the sandbox ``candidate`` would make (the whole chain, setpriv included)."""
     with tempfile.TemporaryDirectory(prefix="gpulab-probe-") as folder:
-        layout = Layout((), (Path("/tmp"),), Path("/"), write_etc(Path(folder)))
-        command = candidate.wrap(["true"], layout, {"PATH": "/usr/bin:/bin"})
-        try:
-            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return False
+        user = candidate.run_user()
+        layout = Layout((), (Path("/tmp"),), Path("/"), write_etc(Path(folder), user), run_user=user)
+        with seccomp_fd(candidate.filter) as fd:
+            command = candidate.wrap(["true"], layout, {"PATH": "/usr/bin:/bin"}, fd)
+            try:
+                done = subprocess.run(
+                    command, stdin=subprocess.DEVNULL, capture_output=True, timeout=10, pass_fds=_fds(fd)
+                )
+            except (OSError, subprocess.SubprocessError):
+                return False
     return done.returncode == 0
 
 
-def _unprivileged_user() -> tuple[int, int] | None:
+def _fds(fd: int | None) -> tuple[int, ...]:
+    return () if fd is None else (fd,)
+
+
+@contextmanager
+def seccomp_fd(program: bytes | None) -> Iterator[int | None]:
+    """A pipe's read end holding ``program``, for ``bwrap --seccomp``; closed after the start."""
+    if program is None:
+        yield None
+        return
+    read, write = os.pipe()
     try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        return None
-    return nobody.pw_uid, nobody.pw_gid
+        os.write(write, program)  # a few hundred bytes: the pipe holds them
+        os.close(write)
+        yield read
+    finally:
+        os.close(read)

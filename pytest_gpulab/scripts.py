@@ -154,16 +154,17 @@ class ScriptRunner:
         them), and for a script that reads the cluster the view's socket behind a forwarder."""
         if self.sandbox is None:
             return None
+        user = self.sandbox.run_user()
         fake.calls_file.touch()
-        if self.sandbox.user is not None:
-            os.chown(fake.calls_file, *self.sandbox.user)
+        if user is not None:
+            for writable in (fake.calls_file, scratch):  # the scratch directory matters where no sandbox is
+                os.chown(writable, user, user)
         seen = self._exposures(script, args, fake, env)
         blanks = blanks_for(self.lab_root, env.get("HOME"), scratch, seen)
-        sandbox_dir = self.work / "sandbox"
         layout = Layout(
-            tuple(seen), blanks, scratch, write_etc(sandbox_dir),
+            tuple(seen), blanks, scratch, write_etc(scratch.parent / "etc", user),
             cluster_socket=view.socket if view is not None else None,
-            kubeconfig=view_kubeconfig(sandbox_dir) if view is not None else None,
+            kubeconfig=view_kubeconfig(self.work / "sandbox") if view is not None else None, run_user=user,
         )  # fmt: skip
         return SandboxPlan(self.sandbox, layout)
 

@@ -149,7 +149,7 @@ def test_the_grader_s_environment_and_processes_are_not_there(runner, lab, monke
     pids = [word for word in result.stdout.split() if word.isdigit()]
     assert str(os.getpid()) not in pids
     passwd = [line.split(":")[0] for line in result.stdout.splitlines() if line.count(":") == 6]
-    assert sorted(passwd) == ["nobody", "root"], passwd
+    assert sorted(passwd) == ["learner", "root"], passwd
     assert "KUBECONFIG=/run/gpulab/kubeconfig" in result.stdout
 
 
@@ -202,3 +202,53 @@ def test_the_fake_containerd_s_record_is_the_one_file_a_script_may_write(runner,
     run = runner.run(script, dump="v2-runc-only")
     assert run.result.stdout.splitlines() == ["refused", "kept"], run.result
     assert "runc" in run.containerd.dump_file.read_text()
+
+
+def test_keyrings_and_kernel_surfaces_are_refused_by_the_seccomp_filter(runner, lab):
+    """A user's keyring is shared by its uid's processes: a script could read the grader's keys, or leave
+    data for a later run. io_uring, bpf, perf_event_open and userfaultfd are surfaces a checker never needs."""
+    script = write(
+        lab,
+        "#!/usr/bin/env python3\nimport ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "numbers = {'add_key': 248, 'keyctl': 250, 'io_uring_setup': 425, 'bpf': 321, 'userfaultfd': 323}\n"
+        "for name, number in numbers.items():\n"
+        "    done = libc.syscall(number, 0, 0, 0, 0, 0)\n"
+        "    print(name, done, os.strerror(ctypes.get_errno()))\n",
+    )
+    if SANDBOX.filter is None:
+        pytest.skip(f"no seccomp filter on this machine: {SANDBOX.describe()}")
+    result = runner.run(script).result
+    lines = result.stdout.splitlines()
+    assert len(lines) == 5 and all(line.endswith(" -1 Operation not permitted") for line in lines), result
+
+
+def test_one_run_s_processes_do_not_count_against_another_run(runner, lab):
+    """Each run is a uid of its own: a run that holds nearly its whole process limit leaves another free."""
+    if SANDBOX.run_uids is None:
+        pytest.skip("a grader that is not root gives each run a user namespace of its own")
+    hog = write(lab, "#!/bin/bash\nfor i in $(seq 1 240); do sleep 30 & done\nsleep 30\n")
+    victim = lab / "bin" / "victim"
+    victim.write_text("#!/bin/bash\nfor i in $(seq 1 20); do sleep 0.1 & done\nwait\necho forked\n")
+    victim.chmod(0o755)
+    runner.timeout = 6.0
+    holding = runner.pool.submit(runner.run, hog)
+    time.sleep(2)  # the hog's processes are up: this is the situation under test, not a wait for a result
+    assert runner.run(victim).result.stdout == "forked\n"
+    assert holding.result().result.timed_out
+
+
+def test_a_root_grader_never_sandboxes_in_a_user_namespace(lab, tmp_path):
+    """A user namespace made by root maps the script to the machine's root, whom the kernel trusts for
+    sysctls, keyrings and process limits."""
+    if os.geteuid() != 0:
+        pytest.skip("the grader is not root")
+    risky = sandbox.Sandbox("userns", bwrap=SANDBOX.bwrap)
+    runner = ScriptRunner(tmp_path / "work", 5.0, lambda: None, lab_root=lab, sandbox=risky)
+    with pytest.raises(ValueError, match="never in a user namespace"):
+        runner.run(write(lab, "#!/bin/sh\necho 1 > /proc/sys/kernel/printk_ratelimit\n"))
+    assert SANDBOX.mode != "userns"
+
+
+def test_a_script_is_the_first_the_kernel_kills_when_memory_runs_out(runner, lab):
+    result = runner.run(write(lab, "#!/bin/sh\ncat /proc/self/oom_score_adj\n")).result
+    assert result.stdout == "1000\n", result

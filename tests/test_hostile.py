@@ -184,9 +184,10 @@ def fingerprint(*roots: Path) -> dict[str, str]:
     return found
 
 
-def nobodys_processes() -> list[str]:
-    listed = subprocess.run(["ps", "-u", "65534", "-o", "pid=,args="], capture_output=True, text=True)
-    return [line for line in listed.stdout.splitlines() if line.strip()]
+def scripts_processes() -> list[str]:
+    """Every process of the uids scripts run as (a root grader's): none may outlive its run."""
+    listed = subprocess.run(["ps", "-e", "-o", "uid=,pid=,args="], capture_output=True, text=True)
+    return [line for line in listed.stdout.splitlines() if line.split() and int(line.split()[0]) in sandbox.RUN_UIDS]
 
 
 @pytest.mark.skipif(not sandbox.probe().namespaces, reason="this machine cannot make namespaces")
@@ -208,7 +209,7 @@ def test_a_hostile_script_ends_in_its_own_run(runner, tmp_path, case):
     assert fingerprint(lab, report, GRADER, other) == before
     assert not Path("/tmp/gpulab-hostile-junk").exists() and not (GRADER / "step9_free_points.py").exists()
     assert "other learner" not in result.stdout
-    assert nobodys_processes() == [] or runner.sandbox is None or runner.sandbox.user is None
+    assert scripts_processes() == [] or runner.sandbox is None or runner.sandbox.run_uids is None
     # Writes that land in a throwaway blank (the folder above the lab root, /tmp) end well; nothing outside changes.
     harmless_here = ("setsid-and-escape", "read-another-learner", "write-tmp", "fork-repeatedly", "write-the-report")
     assert result.exit_code != 0 or case in harmless_here, result
@@ -220,21 +221,21 @@ def test_a_hostile_script_ends_in_its_own_run(runner, tmp_path, case):
         assert result.flooded and len(result.stdout) <= 64 * 1024
 
 
-def test_scripts_run_as_nobody_without_seeing_the_grader(runner):
+def test_scripts_run_as_a_uid_of_their_own_without_seeing_the_grader(runner):
     script = runner.lab_root / "bin" / "who.sh"
     script.write_text(f"#!/bin/sh\nid -u\nkill -0 {os.getpid()} 2>/dev/null && echo grader-visible\nls /proc\n")
     script.chmod(0o755)
     result = runner.run(script).result
     probe = sandbox.probe()
-    if probe.user is not None:
-        assert result.stdout.splitlines()[0] == str(probe.user[0])
+    if probe.run_uids is not None:
+        assert int(result.stdout.splitlines()[0]) in probe.run_uids
     if probe.namespaces:
         assert "grader-visible" not in result.stdout
         assert str(os.getpid()) not in result.stdout.split()
 
 
 def test_without_namespaces_scripts_still_run_and_the_gap_is_said(tmp_path):
-    weak = sandbox.Sandbox("none", user=None, missing=("no PID or mount namespace",))
+    weak = sandbox.Sandbox("none", missing=("no PID or mount namespace",))
     lab = tmp_path / "lab"
     (lab / "bin").mkdir(parents=True)
     script = lab / "bin" / "ok.sh"
@@ -252,7 +253,7 @@ def test_a_signal_to_the_sandbox_ends_every_process_it_started(runner):
     runner.timeout = 1.0
     result = runner.run(script).result
     assert result.timed_out
-    assert not any("sleep 1000" in line for line in nobodys_processes())
+    assert not any("sleep 1000" in line for line in scripts_processes())
 
 
 def test_a_private_lab_root_and_an_owner_only_script_still_run(runner):
