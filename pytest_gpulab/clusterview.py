@@ -16,115 +16,29 @@ protobuf or gzip) so they can be rewritten. Usable without pytest::
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
 import shutil
+import socket
 import socketserver
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .doctor import OWN_HEADERS, POD_PATH, Doctor, PodKey, canonical, json_accept, status
 from .upstream import Upstream
 
-PodKey = tuple[str, str]
-DAEMONSET_COUNTS = (
-    "desiredNumberScheduled",
-    "currentNumberScheduled",
-    "numberReady",
-    "numberAvailable",
-    "updatedNumberScheduled",
-)
-TABLE_COLUMNS = {"desired", "current", "ready", "up-to-date", "available"}
-POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/?]+)")
-# Headers the proxy sets itself; Content-Type passes through (aggregated discovery is told apart by it).
-OWN_HEADERS = {"content-length", "transfer-encoding", "connection", "content-encoding", "keep-alive", "date", "server"}
-
-
-def status(code: int, reason: str, message: str) -> bytes:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
-    return json.dumps({**body, "message": message, "reason": reason, "code": code}).encode()
-
-
-def key_of(meta: Any) -> PodKey:
-    meta = meta if isinstance(meta, dict) else {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
-
-
-def json_accept(accept: str | None) -> str:
-    """The client's Accept without protobuf: kubectl's Table request stays a Table, in JSON."""
-    kept = [part.strip() for part in (accept or "").split(",") if part.strip() and "protobuf" not in part]
-    return ", ".join(kept) or "application/json"
-
-
-class Doctor:
-    """What the view changes in a body: hidden Pods out, their DaemonSets' counts down."""
-
-    def __init__(self, hidden: Iterable[PodKey], owners: Counter[PodKey]) -> None:
-        self.hidden = set(hidden)
-        self.owners = owners  # (namespace, daemonset) -> hidden Pods it owns
-
-    def hides(self, meta: Any) -> bool:
-        return key_of(meta) in self.hidden
-
-    def daemonset(self, ds: dict[str, Any]) -> dict[str, Any]:
-        meta, counts = ds.get("metadata") or {}, dict(ds.get("status") or {})
-        gone = self.owners[key_of(meta)]
-        for key in DAEMONSET_COUNTS:
-            if isinstance(counts.get(key), int):
-                counts[key] = max(0, counts[key] - gone)
-        return {**ds, "status": counts} if gone else ds
-
-    def table(self, table: dict[str, Any], path: str) -> dict[str, Any]:
-        rows = [row for row in table.get("rows") or [] if isinstance(row, dict)]
-        if "/pods" in path:
-            rows = [row for row in rows if not self.hides((row.get("object") or {}).get("metadata"))]
-        elif "/daemonsets" in path:
-            names = [str(c.get("name", "")).lower() for c in table.get("columnDefinitions") or []]
-            rows = [self._table_row(row, names) for row in rows]
-        return {**table, "rows": rows}
-
-    def _table_row(self, row: dict[str, Any], names: list[str]) -> dict[str, Any]:
-        meta = (row.get("object") or {}).get("metadata") or {}
-        gone = self.owners[key_of(meta)]
-        cells = [
-            max(0, cell - gone) if name in TABLE_COLUMNS and isinstance(cell, int) else cell
-            for name, cell in zip(names, row.get("cells") or [], strict=False)
-        ]
-        return {**row, "cells": cells} if gone else row
-
-    def body(self, obj: Any, path: str) -> Any:
-        """``obj`` as the view shows it; None when it is a hidden Pod."""
-        if not isinstance(obj, dict):
-            return obj
-        kind = obj.get("kind")
-        if kind == "Pod" and self.hides(obj.get("metadata")):
-            return None
-        if kind == "PodList":
-            return {**obj, "items": [pod for pod in obj.get("items") or [] if not self.hides(pod.get("metadata"))]}
-        if kind == "DaemonSet":
-            return self.daemonset(obj)
-        if kind == "DaemonSetList":
-            return {**obj, "items": [self.daemonset(ds) for ds in obj.get("items") or []]}
-        if kind == "Table":
-            return self.table(obj, path)
-        return obj
-
-    def event(self, line: bytes, path: str) -> bytes | None:
-        """One watch event as the view shows it; None when it is about a hidden Pod."""
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return line
-        shown = self.body(event.get("object"), path) if isinstance(event, dict) else event
-        if shown is None:
-            return None
-        return json.dumps({**event, "object": shown}).encode() + b"\n" if isinstance(event, dict) else line
+# At most this many requests in flight (watches included) per server: more are closed at once, so a
+# script cannot tie the grader's threads and API connections up after its run.
+MAX_CONNECTIONS = 64
+UNSAFE_PATH = re.compile(r"[\x00-\x20\x7f-\uffff]")  # a byte the API server's client would refuse to send
 
 
 class _Proxy(BaseHTTPRequestHandler):
@@ -165,23 +79,43 @@ class _Proxy(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self) -> None:
-        path = urlsplit(self.path).path
+        if UNSAFE_PATH.search(self.path):
+            self._send(400, status(400, "BadRequest", "the path holds a character a URL may not"))
+            return
+        path = canonical(urlsplit(self.path).path)
         hidden = POD_PATH.match(path)
         if hidden and (hidden.group(1), hidden.group(2)) in self.view.doctor.hidden:
             self._send(404, status(404, "NotFound", f'pods "{hidden.group(2)}" not found'))
             return
         headers = {"Accept": json_accept(self.headers.get("Accept")), "Accept-Encoding": "identity"}
-        watch = bool(re.search(r"[?&]watch=(true|1)", self.path)) or "/watch/" in path
+        watch = bool(re.search(r"[?&]watch=(true|1)", self.path)) or path.startswith(("/watch/", "/api/v1/watch/"))
         if watch:
-            response = self.view.upstream.stream(self.command, self.path, headers)
-            self._stream(response, self._passed(response), path)
+            response, stop = self.view.upstream.stream(self.command, self.path, headers)
+            watching = threading.Thread(target=self._end_when_client_leaves, args=(stop,), daemon=True)
+            watching.start()
+            try:
+                self._stream(response, self._passed(response), path)
+            finally:
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RD)  # wakes the thread watching the client
+                stop()
             return
         response, body = self.view.upstream.read(self.command, self.path, headers)
         passed = self._passed(response)
         if response.status == 200 and "json" in (response.getheader("Content-Type") or "") and self.view.doctors(path):
             shown = self.view.doctor.body(json.loads(body), path)
-            body = json.dumps(shown).encode() if shown is not None else body
+            if shown is None:  # a hidden object, reached by another spelling of its path
+                self._send(404, status(404, "NotFound", "not found"))
+                return
+            body = json.dumps(shown).encode()
         self._send(response.status, body, passed)
+
+    def _end_when_client_leaves(self, stop: Callable[[], None]) -> None:
+        """A watch's client said nothing after its request: when its connection closes (the script's run
+        ended), the upstream watch ends too, and with it this request's thread and slot."""
+        with contextlib.suppress(OSError):
+            self.connection.recv(1, socket.MSG_PEEK)
+        stop()
 
     @staticmethod
     def _passed(response: http.client.HTTPResponse) -> list[tuple[str, str]]:
@@ -210,8 +144,35 @@ class _UnixProxy(_Proxy):
         return "sandbox"
 
 
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class _Bounded(socketserver.ThreadingMixIn):
+    """At most MAX_CONNECTIONS requests at once; a handler's failure is counted, never printed (a script
+    could otherwise fill the grader's output with tracebacks)."""
+
     daemon_threads = True
+    view: DoctoredView
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.view.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # type: ignore[attr-defined]
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.view.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        self.view.errors += 1
+
+
+class _TcpServer(_Bounded, HTTPServer):
+    pass
+
+
+class _UnixServer(_Bounded, socketserver.UnixStreamServer):
+    pass
 
 
 class DoctoredView:
@@ -226,13 +187,16 @@ class DoctoredView:
         self.doctor = Doctor(hidden, self._owners(hidden))
         self.kubeconfig = Path(work_dir) / "view-kubeconfig.yaml"
         self.refused: list[tuple[str, str]] = []
+        self.errors = 0  # requests whose handling failed (a malformed request, a client gone)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._servers: list[socketserver.BaseServer] = []
         self._threads: list[threading.Thread] = []
         self._socket_dir: str | None = None
 
     def doctors(self, path: str) -> bool:
-        """Whether a body read at ``path`` may be changed by the view; others pass through as served."""
-        return bool(self.doctor.hidden) and ("/pods" in path or "/daemonsets" in path)
+        """Whether a body read at (canonical) ``path`` is looked at: every one but the API's documents,
+        whatever its path, since a Pod or an Event is known by its kind."""
+        return bool(self.doctor.hidden) and not path.startswith(("/openapi", "/version", "/healthz", "/readyz"))
 
     def _owners(self, hidden: set[PodKey]) -> Counter[PodKey]:
         owners: Counter[PodKey] = Counter()
@@ -259,8 +223,7 @@ class DoctoredView:
         self._threads.append(thread)
 
     def __enter__(self) -> DoctoredView:
-        tcp = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
-        tcp.daemon_threads = True
+        tcp = _TcpServer(("127.0.0.1", 0), _Proxy)
         self._serve(tcp)
         self._socket_dir = tempfile.mkdtemp(prefix="gpulab-view-")  # 0700: the grader's user alone enters
         self._serve(_UnixServer(str(self.socket), _UnixProxy))

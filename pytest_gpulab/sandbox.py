@@ -37,6 +37,7 @@ from .bwrap import Exposure, Layout, command_line, script_environment, write_etc
 __all__ = ["Exposure", "Layout", "ResourceLimits", "Sandbox", "probe", "snapshot", "tool_paths"]
 
 SNAPSHOT_FILE_LIMIT = 64 * 1024 * 1024  # larger learner files are left out of a script's view
+SNAPSHOT_TOTAL_LIMIT = 256 * 1024 * 1024  # and files past this many bytes in all
 
 
 @dataclass(frozen=True)
@@ -146,11 +147,13 @@ def tool_paths(path_variable: str) -> list[Path]:
 
 
 def snapshot(root: Path, into: Path) -> Path:
-    """A read-only copy of the learner's directory that ``nobody`` can read, made once per run of the
-    grader: modes opened to others (execute where the owner may), special files and huge files left out."""
+    """A read-only copy of the learner's directory that the script's user can read, made once per run of
+    the grader: modes opened to others (execute where the owner may; never setuid or setgid), special files
+    and huge files left out, and no more than SNAPSHOT_TOTAL_LIMIT bytes in all (sparse files are copied
+    whole, so their size counts)."""
     if into.exists():
         return into
-    shutil.copytree(root, into, symlinks=True, ignore=_unsafe, copy_function=_copy_open)
+    shutil.copytree(root, into, symlinks=True, ignore=_unsafe, copy_function=_Copier(SNAPSHOT_TOTAL_LIMIT).copy)
     for directory in [into, *(p for p in into.rglob("*") if p.is_dir() and not p.is_symlink())]:
         directory.chmod(directory.stat().st_mode | 0o755)  # a mkdtemp root is 0700: let the script in
     return into
@@ -174,15 +177,24 @@ def _unsafe(directory: str, names: list[str]) -> list[str]:
     return left_out
 
 
-def _copy_open(source: str, target: str) -> None:
-    try:
-        shutil.copyfile(source, target, follow_symlinks=False)
-    except OSError:
-        return  # an unreadable file is as if absent
-    mode = os.lstat(source).st_mode
-    if not stat.S_ISLNK(mode):
-        executable = stat.S_IXOTH | stat.S_IXGRP if mode & stat.S_IXUSR else 0
-        os.chmod(target, (mode & 0o7777) | stat.S_IROTH | stat.S_IRGRP | executable)
+class _Copier:
+    """Copies files while ``left`` bytes remain; a file that would pass it is left out, as if absent."""
+
+    def __init__(self, budget: int) -> None:
+        self.left = budget
+
+    def copy(self, source: str, target: str) -> None:
+        try:
+            info = os.lstat(source)
+            if stat.S_ISREG(info.st_mode) and info.st_size > self.left:
+                return
+            shutil.copyfile(source, target, follow_symlinks=False)
+        except OSError:
+            return  # an unreadable file is as if absent
+        if not stat.S_ISLNK(info.st_mode):
+            self.left -= info.st_size
+            executable = stat.S_IXOTH | stat.S_IXGRP if info.st_mode & stat.S_IXUSR else 0
+            os.chmod(target, (info.st_mode & 0o777) | stat.S_IROTH | stat.S_IRGRP | executable)
 
 
 @cache

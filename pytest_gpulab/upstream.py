@@ -3,10 +3,13 @@ credentials, on kept-alive connections. Usable without pytest."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
 import ssl
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,11 +61,20 @@ class Upstream:
             return response, body
         raise AssertionError("unreachable")
 
-    def stream(self, method: str, path: str, headers: dict[str, str]) -> http.client.HTTPResponse:
-        """An answer read as it comes (a watch), on a connection of its own: it stays open."""
+    def stream(
+        self, method: str, path: str, headers: dict[str, str]
+    ) -> tuple[http.client.HTTPResponse, Callable[[], None]]:
+        """An answer read as it comes (a watch), on a connection of its own: it stays open. With it, a
+        function that ends it from another thread (a reader blocked on it returns)."""
         connection = self._connect()
         connection.request(method, path, headers={**headers, **self.auth})
-        return connection.getresponse()
+        sock = connection.sock
+
+        def stop() -> None:
+            with contextlib.suppress(OSError, AttributeError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+        return connection.getresponse(), stop
 
     def get_json(self, path: str) -> Any:
         response, body = self.read("GET", path, {"Accept": "application/json"})

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import socket
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from pytest_gpulab import toolchain
-from pytest_gpulab.clusterview import DoctoredView
+from pytest_gpulab.clusterview import MAX_CONNECTIONS, DoctoredView
 from pytest_gpulab.kwok import KwokCluster
 from pytest_gpulab.waiting import wait_until
 
@@ -108,3 +111,64 @@ def test_every_write_is_refused_and_recorded(scene):
     assert cluster.get_json("pod", name, "-n", NS)["metadata"]["uid"] == hidden["metadata"]["uid"]
     assert "view" not in cluster.get_json("node", "lab-node-0")["metadata"].get("labels", {})
     assert cluster.kubectl("get", "pod", "intruder", "-n", NS, check=False).returncode != 0
+
+
+def port_of(view: DoctoredView) -> int:
+    return int(json.loads(view.kubeconfig.read_text())["clusters"][0]["cluster"]["server"].rsplit(":", 1)[1])
+
+
+def raw(view: DoctoredView, path: str) -> tuple[int, str]:
+    """One GET of ``path`` exactly as written (percent-escapes and all), as a hostile checker sends it."""
+    connection = http.client.HTTPConnection("127.0.0.1", port_of(view), timeout=30)
+    connection.putrequest("GET", path, skip_accept_encoding=True)
+    connection.endheaders()
+    response = connection.getresponse()
+    return response.status, response.read().decode(errors="replace")
+
+
+@pytest.mark.parametrize("spelling", ["%70ods", "pod%73", "%70%6f%64%73"])
+def test_another_spelling_of_the_path_hides_the_same_pods(scene, spelling):
+    """The API server decodes percent-escapes and folds dot segments; the view decides on that path."""
+    _, hidden, view = scene
+    name = hidden["metadata"]["name"]
+    code, listed = raw(view, f"/api/v1/namespaces/{NS}/{spelling}")
+    assert code == 200 and name not in listed and "bystander" in listed
+    code, _ = raw(view, f"/api/v1/namespaces/{NS}/{spelling}/{name.replace('-', '%2D')}")
+    assert code == 404
+    _, daemonset = raw(view, f"/apis/apps/v1/namespaces/{NS}/%64aemonsets/agent")
+    assert json.loads(daemonset)["status"]["desiredNumberScheduled"] == 2
+
+
+def test_events_do_not_name_the_hidden_pod(scene):
+    cluster, hidden, view = scene
+    name = hidden["metadata"]["name"]
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"{name}.view-test", "namespace": NS},
+             "involvedObject": {"kind": "Pod", "name": name, "namespace": NS}, "reason": "Pulled",
+             "message": f"pulled for {name}", "type": "Normal"}  # fmt: skip
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(event))
+    for path in (f"/api/v1/namespaces/{NS}/events", f"/apis/events.k8s.io/v1/namespaces/{NS}/events"):
+        code, listed = raw(view, path)
+        assert code == 200 and name not in listed, path
+    assert name not in through(view, "get", "events", "-n", NS).stdout
+
+
+def test_a_malformed_request_is_refused_quietly_and_connections_are_bounded(scene, capfd):
+    """A path the API server's client would not send is a 400, not a traceback on the grader's output; and
+    watches left open take at most MAX_CONNECTIONS of the view's threads, given back when they close."""
+    _, _, view = scene
+    with socket.create_connection(("127.0.0.1", port_of(view)), timeout=10) as bad:
+        bad.sendall(b"GET /api/v1/namespaces/\x7f HTTP/1.1\r\nHost: view\r\n\r\n")
+        assert bad.recv(4096).startswith(b"HTTP/1.1 400")
+    port = port_of(view)
+    held = []
+    for _ in range(MAX_CONNECTIONS):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", f"/api/v1/namespaces/{NS}/pods?watch=true")
+        assert connection.getresponse().status == 200
+        held.append(connection)
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        raw(view, "/version")
+    for connection in held:
+        connection.close()
+    assert wait_until(lambda: raw(view, "/version")[0] == 200, 10), "the view serves again once they are gone"
+    assert "Traceback" not in capfd.readouterr().err

@@ -252,3 +252,18 @@ def test_a_root_grader_never_sandboxes_in_a_user_namespace(lab, tmp_path):
 def test_a_script_is_the_first_the_kernel_kills_when_memory_runs_out(runner, lab):
     result = runner.run(write(lab, "#!/bin/sh\ncat /proc/self/oom_score_adj\n")).result
     assert result.stdout == "1000\n", result
+
+
+def test_the_lab_root_s_snapshot_is_bounded_and_drops_setuid_bits(tmp_path):
+    """Sparse files are copied whole: forty of 63 MiB would take 2.5 GB of the grader's disk."""
+    root = tmp_path / "root"
+    root.mkdir()
+    for index in range(40):
+        with (root / f"sparse-{index:02}").open("wb") as handle:
+            handle.truncate(63 * 1024 * 1024)
+    (root / "setuid").write_text("#!/bin/sh\n")
+    (root / "setuid").chmod(0o6755)
+    copy = sandbox.snapshot(root, tmp_path / "copy")
+    copied = sum(path.stat().st_size for path in copy.iterdir() if path.is_file())
+    assert copied <= sandbox.SNAPSHOT_TOTAL_LIMIT
+    assert (copy / "setuid").stat().st_mode & 0o7777 == 0o755
