@@ -23,6 +23,7 @@ from benchkit import VENV_BIN, solved_cluster
 
 from pytest_gpulab import snapshot
 from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.kwokconfig import etcd_client_env
 from pytest_gpulab.kwokctl import snapshot_command
 from pytest_gpulab.waiting import wait_until
 
@@ -31,7 +32,8 @@ def kwokctl(cluster: KwokCluster, verb: str, path: Path, fmt: str) -> float:
     command = snapshot_command(cluster.bin_dir, cluster.name, verb, path)
     command[command.index("--format") + 1] = fmt
     began = time.perf_counter()
-    subprocess.run(command, env=cluster.environment(), check=True, capture_output=True, timeout=300)
+    env = {**cluster.environment(), **etcd_client_env(cluster.cluster_dir)}  # etcd takes TLS clients only
+    subprocess.run(command, env=env, check=True, capture_output=True, timeout=300)
     return time.perf_counter() - began
 
 

@@ -10,8 +10,7 @@ test need not wait for the controller manager's start. Usable without pytest.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,38 +21,6 @@ from .nodes import HOSTNAME_LABEL
 JSON = {"Accept": "application/json", "Content-Type": "application/json"}
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 CONFLICT = 409  # AlreadyExists: made meanwhile, by a controller or an earlier attempt
-
-# Where kwokctl can be configured to start the lab cluster faster without changing what a learner
-# sees: one etcd member elects itself at once, and single-instance components skip leader election.
-KWOKCTL_CONFIG = """\
-apiVersion: config.kwok.x-k8s.io/v1alpha1
-kind: KwokctlConfiguration
-componentsPatches:
-- name: etcd
-  extraArgs:
-  - {key: heartbeat-interval, value: "10"}
-  - {key: election-timeout, value: "100"}
-- name: kube-controller-manager
-  extraArgs:
-  - {key: leader-elect, value: "false"}
-- name: kube-scheduler
-  extraArgs:
-  - {key: leader-elect, value: "false"}
-"""
-
-
-def write_kwokctl_config(directory: Path, bin_dir: Path, options: Mapping[str, object] | None = None) -> Path:
-    """The config, with our etcdctl and etcdutl for ``kwokctl snapshot`` (it would download them)
-    and any other of kwokctl's options."""
-    path = directory / "kwokctl-config.yaml"
-    every = {
-        "etcdctlBinary": str(bin_dir / "etcdctl"),
-        "etcdutlBinary": str(bin_dir / "etcdutl"),
-        **dict(options or {}),
-    }
-    lines = "".join(f"  {key}: {json.dumps(value)}\n" for key, value in every.items())  # JSON is YAML
-    path.write_text(f"{KWOKCTL_CONFIG}options:\n{lines}")
-    return path
 
 
 def _schedulable(node: dict[str, Any]) -> bool:

@@ -8,7 +8,9 @@ Ready and runs their Pods on paper). Usable without pytest::
         cluster.kubectl("get", "nodes")
 
 Nothing here touches ``~/.kube/config`` or ``~/.kwok``: each cluster keeps its
-state and kubeconfig in its own work directory.
+state and kubeconfig in its own work directory, the user's only. Its ports are its
+own (``ports.py``), its components listen on 127.0.0.1 only and its etcd takes only
+its own API server (``kwokconfig.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import toolchain
-from .bringup import Bringup, write_kwokctl_config
+from . import ports, toolchain
+from .bringup import Bringup
 from .errors import ApiError, TransportError
-from .kwokctl import component_logs, create_command, delete_command, port_is_free
+from .kwokconfig import write_kwokctl_config
+from .kwokctl import component_logs, create_command, delete_command, port_is_free, run_kwokctl
 from .labfile import Environment, Lab, NodeSpec
 from .labs import discover
 from .waiting import wait_until
@@ -70,6 +73,7 @@ class KwokCluster:
         self.kwokctl_options = dict(kwokctl_options or {})  # KwokctlConfiguration options
         self.startup_seconds: float | None = None
         self._api: Bringup | None = None
+        self._ports: ports.Reservation | None = None
 
     @classmethod
     def for_lab(cls, lab: Lab | str, *, lab_dirs: Sequence[Path] = (), **kwargs: Any) -> KwokCluster:
@@ -108,8 +112,8 @@ class KwokCluster:
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> KwokCluster:
-        """Create the cluster; a port taken between kwokctl's choice and its bind is retried (safe: nothing
-        of the failed attempt is left), any other failure says why at once."""
+        """Create the cluster; a port another program took between our choice and kwokctl's bind is retried on
+        other ports (safe: nothing of the failed attempt is left), any other failure says why at once."""
         for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
             try:
                 return self._start_once()
@@ -119,6 +123,23 @@ class KwokCluster:
         raise AssertionError("unreachable")
 
     def _start_once(self) -> KwokCluster:
+        self._check_can_start()
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="gpulab-kwok-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir.chmod(0o700)  # kwokctl writes pki/*.key mode 644 (kwok's pkg/kwokctl/pki/pkiutil.go)
+        started = time.monotonic()
+        try:
+            self._create(self.workdir)
+            self._bring_up()
+            self.apply_objects(self.objects)
+        except BaseException:
+            self._cleanup_after_failure()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _check_can_start(self) -> None:
         missing = toolchain.missing_binaries(self.bin_dir)
         if missing:
             raise KwokClusterError(
@@ -130,41 +151,29 @@ class KwokCluster:
                 f"port {self.apiserver_port} is already in use, so the lab cluster's API server cannot listen "
                 "on it. Stop what uses it (another lab cluster: `gpulab down LAB`) or choose another port."
             )
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="gpulab-kwok-"))
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        config = write_kwokctl_config(self.workdir, self.bin_dir, self.kwokctl_options)
-        command = create_command(self.bin_dir, self.name, self.start_timeout, config, self.apiserver_port)
-        try:
-            result = subprocess.run(
-                command,
-                env=self.environment(),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=self.start_timeout + 30,
-            )
-        except subprocess.TimeoutExpired:
-            self._cleanup_after_failure()
+
+    def _create(self, workdir: Path) -> None:
+        reservation = self._reserve_ports()
+        given = {"kubeApiserverPort": self.apiserver_port} if self.apiserver_port else {}
+        options = {**reservation.options(), **self.kwokctl_options, **given}  # given options and port win
+        config = write_kwokctl_config(workdir, self.bin_dir, self.cluster_dir, options, reservation.etcd_socket)
+        command = create_command(self.bin_dir, self.name, self.start_timeout, config)
+        result = run_kwokctl(command, self.environment(), self.start_timeout + 30)
+        if result is None:
             raise KwokClusterError(
                 f"kwokctl did not create the cluster within {self.start_timeout + 30:.0f}s; "
                 "the machine may be overloaded. Try again, or raise start_timeout."
-            ) from None
-        if result.returncode != 0:
-            message = self._explain_start_failure(
-                "kwokctl create cluster failed", (result.stdout + result.stderr)[-3000:]
             )
-            self._cleanup_after_failure()
-            raise KwokClusterError(message)
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr)[-3000:]
+            raise KwokClusterError(self._explain_start_failure("kwokctl create cluster failed", output))
+
+    def _reserve_ports(self) -> ports.Reservation:
         try:
-            self._bring_up()
-            self.apply_objects(self.objects)
-        except BaseException:
-            self._cleanup_after_failure()
-            raise
-        self.startup_seconds = time.monotonic() - started
-        return self
+            self._ports = ports.reserve(self.cluster_dir)
+        except OSError as error:
+            raise KwokClusterError(f"the lab cluster could not get ports of its own: {error}") from None
+        return self._ports
 
     def _explain_start_failure(self, what: str, output: str = "") -> str:
         """A start failure in words: the likely cause first, then kwokctl's output and the logs' tails."""
@@ -180,6 +189,8 @@ class KwokCluster:
     def _cleanup_after_failure(self) -> None:
         self._close_api()  # a retried start has another port: its reads need a fresh connection
         self._kwokctl_delete(check=False)
+        if self._ports is not None:
+            self._ports.release()  # once the cluster is gone
         self._remove_workdir()
 
     def _close_api(self) -> None:
@@ -195,22 +206,13 @@ class KwokCluster:
                 f"kwokctl is not in {self.bin_dir}, so the cluster in {self.cluster_dir} cannot be stopped. "
                 "Build the binaries with `gpulab build` (or set GPULAB_BIN_DIR), then try again."
             )
-        try:
-            result = subprocess.run(
-                delete_command(self.bin_dir, self.name, self.workdir / "unused-kubeconfig.yaml"),
-                env=self.environment(),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=120,
+        command = delete_command(self.bin_dir, self.name, self.workdir / "unused-kubeconfig.yaml")
+        result = run_kwokctl(command, self.environment(), 120)
+        if check and result is None:
+            raise KwokClusterError(
+                f"kwokctl did not delete the cluster {self.name} within 120s; see {self.cluster_dir}"
             )
-        except subprocess.TimeoutExpired:
-            if check:
-                raise KwokClusterError(
-                    f"kwokctl did not delete the cluster {self.name} within 120s; see {self.cluster_dir}"
-                ) from None
-            return
-        if check and result.returncode != 0:
+        if check and result is not None and result.returncode != 0:
             raise KwokClusterError(
                 f"kwokctl could not delete the cluster {self.name} (its processes may still run; "
                 f"see {self.cluster_dir}):\n{(result.stdout + result.stderr)[-2000:]}"
@@ -225,6 +227,8 @@ class KwokCluster:
         """Stop every component and delete the cluster's state."""
         self._close_api()
         self._kwokctl_delete(check=True)
+        if self._ports is not None:
+            self._ports.release()  # once the cluster is gone
         self._remove_workdir()
 
     def __enter__(self) -> KwokCluster:

@@ -13,7 +13,6 @@ since the restore. Usable without pytest.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from .kwok import KwokCluster, KwokClusterError
-from .kwokctl import component_logs, snapshot_command
-from .ports import PORTS
+from .kwokconfig import etcd_client_env
+from .kwokctl import component_logs, run_kwokctl, snapshot_command
 from .waiting import wait_until
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -65,13 +64,10 @@ def cluster_for_kubeconfig(kubeconfig: Path) -> KwokCluster:
 
 def _kwokctl(cluster: KwokCluster, verb: str, path: Path, timeout: float) -> str:
     command = snapshot_command(cluster.bin_dir, cluster.name, verb, path)
-    try:
-        result = subprocess.run(
-            command, env=cluster.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-            timeout=timeout,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise KwokClusterError(f"kwokctl snapshot {verb} did not finish within {timeout:.0f}s") from None
+    env = {**cluster.environment(), **etcd_client_env(cluster.cluster_dir)}  # etcd takes TLS clients only
+    result = run_kwokctl(command, env, timeout)
+    if result is None:
+        raise KwokClusterError(f"kwokctl snapshot {verb} did not finish within {timeout:.0f}s")
     if result.returncode != 0:
         raise KwokClusterError(f"kwokctl snapshot {verb} failed: {(result.stdout + result.stderr).strip()[-2000:]}")
     return (result.stdout + result.stderr).strip()
@@ -87,27 +83,14 @@ def save(cluster: KwokCluster, path: Path, timeout: float = 120) -> None:
 # A grading cluster's kwok renews its node leases about every second (kwokctl multiplies the duration by
 # its heartbeat factor, 5), and retries a lease that is not yet free as often; a lab cluster's, every 50 s.
 GRADING_OPTIONS: dict[str, object] = {"nodeLeaseDurationSeconds": 1}
-PORT_ATTEMPTS = 3
 
 
 @contextmanager
 def grading_cluster(name: str = "gpulab-grade") -> Iterator[KwokCluster]:
     """A started fresh cluster, without the lab's nodes or objects (a restore brings the learner's), on ports
-    of its own (``ports.py``); stopped at the end."""
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        with PORTS.block() as ports:
-            cluster = KwokCluster(name, kwokctl_options={**GRADING_OPTIONS, **ports})
-            try:
-                cluster.start()
-            except KwokClusterError as error:  # another process took one of the ports meanwhile
-                if "already in use" in str(error) and attempt < PORT_ATTEMPTS:
-                    continue
-                raise
-            try:
-                yield cluster
-            finally:
-                cluster.stop()
-            return
+    of its own (``ports.py``: none of them free while it is restored); stopped at the end."""
+    with KwokCluster(name, kwokctl_options=GRADING_OPTIONS) as cluster:
+        yield cluster
 
 
 RESTORE_ATTEMPTS = 2

@@ -6,6 +6,7 @@ import json
 import subprocess
 
 from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.kwokconfig import etcd_client_env
 
 PWNED = "gpulab-pwned"
 
@@ -52,7 +53,8 @@ def etcd_keys(cluster: KwokCluster) -> list[str]:
     """The keys of the cluster's etcd that a hostile script would have written, read with etcdctl."""
     done = subprocess.run(
         [str(cluster.bin_dir / "kwokctl"), "--name", cluster.name, "etcdctl", "get", PWNED, "--prefix", "--keys-only"],
-        env=cluster.environment(), capture_output=True, text=True, timeout=60, check=True,
+        env={**cluster.environment(), **etcd_client_env(cluster.cluster_dir)},
+        capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     return [line for line in done.stdout.splitlines() if line.strip()]
 
