@@ -68,6 +68,7 @@ class LearnerRun:
 
     result: ScriptResult
     containerd: FakeContainerd
+    user: int | None = None  # the uid it ran as, where the grader chose one (a root grader's sandbox)
 
     def asked_for_config_dump(self) -> bool:
         return self.containerd.asked_for_config_dump()
@@ -169,15 +170,16 @@ class ScriptRunner:
         return SandboxPlan(self.sandbox, layout)
 
     def _environment(
-        self, fake: FakeContainerd, *, containerd: bool, view: DoctoredView | None
+        self, fake: FakeContainerd, *, containerd: bool, cluster: bool, view: DoctoredView | None
     ) -> tuple[list[Path], dict[str, str]]:
+        """PATH's additions and the variables a run gets: KUBECONFIG only when its step reads the cluster,
+        naming the read-only view (or, for a runner given no sandbox at all, the cluster's own)."""
         prefix: list[Path] = [fake.bin_dir] if containerd else []
-        extra: dict[str, str] = {}
+        extra: dict[str, str] = {"KUBECONFIG": ""}
         if not containerd:
             extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
-        # A script reads the cluster only when its step asks, and then only through a read-only view.
-        extra["KUBECONFIG"] = str(view.kubeconfig) if view is not None else ""
-        if view is not None:
+        if cluster:
+            extra["KUBECONFIG"] = str(view.kubeconfig) if view is not None else self._kubeconfig() or ""
             prefix.append(toolchain.bin_dir())
         return prefix, extra
 
@@ -212,15 +214,16 @@ class ScriptRunner:
             fake.serve_text(dump_text)
         scratch = scratch or run_dir / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
-        view = (view or self.cluster_view()) if cluster else None
-        prefix, extra = self._environment(fake, containerd=containerd, view=view)
+        if cluster and self.sandbox is not None:
+            view = view or self.cluster_view()
+        prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, view=view if cluster else None)
         env = {**os.environ, **extra}
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
         plan = self._plan(Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, env, view)
         result = run_script(
             path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
         )
-        return LearnerRun(result, fake)
+        return LearnerRun(result, fake, plan.layout.run_user if plan is not None else None)
 
     def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:
         return ScriptRuns(self, script)

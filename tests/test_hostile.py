@@ -184,10 +184,12 @@ def fingerprint(*roots: Path) -> dict[str, str]:
     return found
 
 
-def scripts_processes() -> list[str]:
-    """Every process of the uids scripts run as (a root grader's): none may outlive its run."""
+def scripts_processes(uid: int | None = None) -> list[str]:
+    """Every process of ``uid`` (by default, of every uid a root grader's scripts run as): none may outlive
+    its run. A run's own uid keeps the check to it, whatever else runs on the machine."""
     listed = subprocess.run(["ps", "-e", "-o", "uid=,pid=,args="], capture_output=True, text=True)
-    return [line for line in listed.stdout.splitlines() if line.split() and int(line.split()[0]) in sandbox.RUN_UIDS]
+    uids = sandbox.RUN_UIDS if uid is None else (uid,)
+    return [line for line in listed.stdout.splitlines() if line.split() and int(line.split()[0]) in uids]
 
 
 @pytest.mark.skipif(not sandbox.probe().namespaces, reason="this machine cannot make namespaces")
@@ -209,7 +211,7 @@ def test_a_hostile_script_ends_in_its_own_run(runner, tmp_path, case):
     assert fingerprint(lab, report, GRADER, other) == before
     assert not Path("/tmp/gpulab-hostile-junk").exists() and not (GRADER / "step9_free_points.py").exists()
     assert "other learner" not in result.stdout
-    assert scripts_processes() == [] or runner.sandbox is None or runner.sandbox.run_uids is None
+    assert run.user is None or scripts_processes(run.user) == []
     # Writes that land in a throwaway blank (the folder above the lab root, /tmp) end well; nothing outside changes.
     harmless_here = ("setsid-and-escape", "read-another-learner", "write-tmp", "fork-repeatedly", "write-the-report")
     assert result.exit_code != 0 or case in harmless_here, result
@@ -251,9 +253,9 @@ def test_a_signal_to_the_sandbox_ends_every_process_it_started(runner):
     script.write_text("#!/bin/sh\n(trap '' TERM HUP; sleep 1000) &\nsetsid sleep 1000 &\nsleep 1000\n")
     script.chmod(0o755)
     runner.timeout = 1.0
-    result = runner.run(script).result
-    assert result.timed_out
-    assert not any("sleep 1000" in line for line in scripts_processes())
+    run = runner.run(script)
+    assert run.result.timed_out
+    assert not any("sleep 1000" in line for line in scripts_processes(run.user))
 
 
 def test_a_private_lab_root_and_an_owner_only_script_still_run(runner):
