@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ApiError, TransportError
-from .labfile import NodeSpec
-from .nodes import HOSTNAME_LABEL
+from .labfile import HOSTNAME_LABEL, NodeSpec
 
 JSON = {"Accept": "application/json", "Content-Type": "application/json"}
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")

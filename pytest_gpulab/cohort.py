@@ -13,72 +13,19 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .cohort_html import page
+from .cohort_model import Cohort, Learner, Step
+from .feedback import with_hint
 from .regrade import GRADED
 from .report_file import write_atomically
 
-TOP_CHECKS, TOP_MESSAGES = 5, 3
-
-
-@dataclass
-class Learner:
-    learner: str
-    status: str
-    reason: str | None
-    earned: int | None
-    possible: int | None
-    steps: dict[int, str] = field(default_factory=dict)  # number: outcome
-    failing: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # number: [(check id, message)]
-
-
-@dataclass
-class Step:
-    number: int
-    title: str
-    points: int
-    outcomes: Counter[str] = field(default_factory=Counter)
-    failing: dict[str, Counter[str]] = field(default_factory=dict)  # check id: message counts
-
-    @property
-    def graded(self) -> int:
-        return sum(count for outcome, count in self.outcomes.items() if outcome != "not graded")
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.outcomes["passed"] / self.graded if self.graded else None
-
-    def top_failing(self) -> list[dict[str, Any]]:
-        ranked = sorted(self.failing.items(), key=lambda item: (-sum(item[1].values()), item[0]))[:TOP_CHECKS]
-        return [
-            {"check": check, "learners": sum(messages.values()),
-             "messages": [{"message": text, "learners": n} for text, n in messages.most_common(TOP_MESSAGES)]}
-            for check, messages in ranked
-        ]  # fmt: skip
-
-
-@dataclass
-class Cohort:
-    labs: list[str]
-    rubrics: list[str]
-    learners: list[Learner]
-    steps: dict[int, Step]
-
-    @property
-    def graded(self) -> list[Learner]:
-        return [learner for learner in self.learners if learner.status == GRADED]
-
-    def score_distribution(self) -> list[dict[str, Any]]:
-        """Learners by percent of the points, in tenths (the last holds 100 %)."""
-        buckets = Counter(min(100 * (x.earned or 0) // max(x.possible or 1, 1) // 10, 10) for x in self.graded)
-        return [{"bucket": f"{10 * b}-{10 * b + 9}%" if b < 10 else "100%", "learners": buckets[b]} for b in range(11)]
-
 
 def _learner_text(check: dict[str, Any]) -> str:
-    message = check.get("message") or ""
-    return f"{message} Hint: {check['hint']}" if check.get("hint") else message
+    return with_hint(check.get("message") or "", check.get("hint")) or ""
 
 
 def _add_graded(learner: Learner, report: dict[str, Any], steps: dict[int, Step]) -> None:
@@ -155,8 +102,6 @@ def write_csv(cohort: Cohort, path: Path) -> None:
 
 def write_reports(results: Path) -> Cohort:
     """``cohort.csv``, ``cohort.json`` and ``cohort.html`` in ``results``."""
-    from .cohort_html import page
-
     cohort = collect(results)
     write_csv(cohort, results / "cohort.csv")
     write_atomically(results / "cohort.json", as_json(cohort))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from statistics import mean, median
 
-from .cohort import Cohort, Step
+from .cohort_model import Cohort, Step
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }

@@ -20,6 +20,11 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 
+def with_hint(message: str | None, hint: str | None) -> str | None:
+    """What a learner reads of a failure: the message, then ``Hint:`` and the hint when there is one."""
+    return f"{message} Hint: {hint}" if message and hint else message
+
+
 class StepFailed(Exception):
     """The learner's work does not meet the step: a message they can act on."""
 
@@ -30,7 +35,7 @@ class StepFailed(Exception):
         self.detail = detail
 
     def learner_text(self) -> str:
-        return f"{self.message} Hint: {self.hint}" if self.hint else self.message
+        return with_hint(self.message, self.hint) or ""
 
     def __str__(self) -> str:
         return self.learner_text()

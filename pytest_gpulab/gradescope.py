@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .feedback import with_hint
 from .reporting import ERROR, NOT_GRADED, PASSED, CheckRun, StepResult
 
 VISIBILITY = "visible"
@@ -29,7 +30,7 @@ def _output(result: StepResult, run: CheckRun) -> str:
         return "" if result.outcome == PASSED else "This check passed; the step scores when all its checks pass."
     if run.outcome == NOT_GRADED:
         return "Not graded in this run."
-    own = f"{run.message} Hint: {run.hint}" if run.message and run.hint else run.message
+    own = with_hint(run.message, run.hint)
     return own or result.message or ""
 
 

@@ -42,6 +42,11 @@ class Taint:
         )
 
 
+# The label every lab node carries with its name, as a kubelet sets it (NodeSpec.manifest below): the lab's
+# nodes are read by it.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
 @dataclass(frozen=True)
 class NodeSpec:
     """A fake node of the lab's starting cluster, kept Ready by the kwok controller."""
@@ -70,7 +75,7 @@ class NodeSpec:
                 "name": self.name,
                 "annotations": {"node.alpha.kubernetes.io/ttl": "0", **self.annotations, "kwok.x-k8s.io/node": "fake"},
                 "labels": {
-                    "kubernetes.io/hostname": self.name,
+                    HOSTNAME_LABEL: self.name,
                     "kubernetes.io/os": "linux",
                     "kubernetes.io/arch": "amd64",
                     "type": "kwok",

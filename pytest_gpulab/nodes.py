@@ -12,13 +12,13 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from .kube import condition
+from .labfile import HOSTNAME_LABEL
 from .live import LiveCluster
 from .parsing import dig
 
 Obj = Mapping[str, Any]
 SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"  # taints the cluster itself sets (unschedulable, not-ready, ...)
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def name_of(obj: Obj | None) -> str:

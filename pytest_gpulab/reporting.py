@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .feedback import GradingError, StepBlocked, StepFailed, listed
+from .feedback import GradingError, StepBlocked, StepFailed, listed, with_hint
 from .steps import DEFAULT_STEP_POINTS, CheckInfo, StepInfo
 
 PASSED, FAILED, BLOCKED, ERROR, NOT_GRADED = "passed", "failed", "blocked", "error", "not graded"
@@ -46,7 +46,7 @@ class CheckRun:
 
     @property
     def learner_text(self) -> str | None:
-        return f"{self.message} Hint: {self.hint}" if self.message and self.hint else self.message
+        return with_hint(self.message, self.hint)
 
 
 results_key = pytest.StashKey[dict[str, CheckRun]]()
@@ -207,4 +207,4 @@ def step_results(config: pytest.Config) -> list[StepResult]:
 
 
 def first_text(result: StepResult) -> str | None:
-    return f"{result.message} Hint: {result.hint}" if result.message and result.hint else result.message
+    return with_hint(result.message, result.hint)
