@@ -29,11 +29,7 @@ from .bundle import BundleError
 from .cli_cohort import add_commands
 from .kwok import KwokCluster, KwokClusterError
 from .labs import Lab, UnknownLab, discover
-from .settings import gpulab_up_kubeconfig
-
-
-def _lab_workdir(lab: str) -> Path:
-    return toolchain.cache_root() / "clusters" / lab
+from .toolchain import up_kubeconfig, up_workdir
 
 
 def _lab_dirs(args: argparse.Namespace) -> list[Path]:
@@ -46,7 +42,7 @@ def _lab(args: argparse.Namespace) -> Lab:
 
 
 def _lab_cluster(lab: Lab) -> KwokCluster:
-    return KwokCluster.for_lab(lab, workdir=_lab_workdir(lab.name))
+    return KwokCluster.for_lab(lab, workdir=up_workdir(lab.name))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -66,12 +62,12 @@ def cmd_labs(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     lab = _lab(args)
-    kubeconfig = gpulab_up_kubeconfig(lab.name)
+    kubeconfig = up_kubeconfig(lab.name)
     cluster = _lab_cluster(lab)
     if kubeconfig.exists():
         if not cluster.is_running():
             print(
-                f"the {lab.name} lab cluster's state is in {_lab_workdir(lab.name)} but it does not answer "
+                f"the {lab.name} lab cluster's state is in {up_workdir(lab.name)} but it does not answer "
                 f"(stopped, or the machine restarted): run `gpulab down {lab.name}`, then `gpulab up {lab.name}`",
                 file=sys.stderr,
             )
@@ -86,7 +82,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    workdir = _lab_workdir(args.lab)
+    workdir = up_workdir(args.lab)
     if not workdir.exists():
         print(f"no {args.lab} lab cluster is up", file=sys.stderr)
         return 0

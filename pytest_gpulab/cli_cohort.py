@@ -24,7 +24,7 @@ from .bundle import write_bundle
 from .cohort import write_reports
 from .labs import discover
 from .regrade import GRADED, REFUSED, grade_bundle, learner_name
-from .settings import gpulab_up_kubeconfig
+from .toolchain import up_kubeconfig
 
 
 def _lab_dirs(args: argparse.Namespace) -> list[Path]:
@@ -34,8 +34,8 @@ def _lab_dirs(args: argparse.Namespace) -> list[Path]:
 
 def cmd_bundle(args: argparse.Namespace) -> int:
     lab = discover(_lab_dirs(args)).get(args.lab)
-    root = Path(args.lab_root) if args.lab_root else lab.default_root
-    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else gpulab_up_kubeconfig(lab.name)
+    root = lab.learner_root(args.lab_root)
+    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else up_kubeconfig(lab.name)
     if not root.is_dir():
         print(f"gpulab: the lab root {root} is not a directory; give the learner's with --lab-root", file=sys.stderr)
         return 1

@@ -63,7 +63,7 @@ def lab(gpulab_settings: RunSettings) -> Lab:
 @pytest.fixture(scope="session")
 def lab_root(gpulab_settings: RunSettings, lab: Lab) -> Path:
     """The learner's lab directory; graders only read below it."""
-    root = gpulab_settings.lab_root or lab.default_root
+    root = lab.learner_root(gpulab_settings.lab_root)
     if not root.is_dir():
         fail(
             f"The lab directory {root} does not exist. Do the lab there, or point the grader at your directory with --lab-root PATH."
@@ -160,7 +160,7 @@ def script_runner(
         connection.live_or_fail()  # a checker run on an unreachable cluster is an error, not a wrong answer
         return connection.kubeconfig
 
-    root = (gpulab_settings.lab_root or lab.default_root).absolute()
+    root = lab.learner_root(gpulab_settings.lab_root).absolute()
     runner = ScriptRunner(
         tmp_path_factory.mktemp("learner-scripts"),
         gpulab_settings.script_timeout,

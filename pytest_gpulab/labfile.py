@@ -122,6 +122,10 @@ class Lab:
     def nodes(self) -> tuple[NodeSpec, ...]:
         return self.environment.nodes
 
+    def learner_root(self, given: Path | str | None) -> Path:
+        """The learner's lab directory: the one ``given`` (a setting, an option), else the lab's own."""
+        return Path(given).expanduser() if given else self.default_root
+
 
 class _Table:
     """One TOML table being read: every key is taken once, and what is left over is an error."""

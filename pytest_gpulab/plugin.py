@@ -62,7 +62,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     if chosen is None:
         return
     learner_root, _ = settings_mod.lab_root_from(early_config, chosen, namespace=namespace)
-    stay_out_of((learner_root or chosen.default_root).resolve(), early_config)
+    stay_out_of(chosen.learner_root(learner_root).resolve(), early_config)
     if not namespace.file_or_dir:
         args.append(str(chosen.folder))  # documented: this hook may add to the command line's arguments
 
@@ -117,7 +117,7 @@ def _the_collected_lab(config: pytest.Config, items: list[pytest.Item]) -> None:
         sources = {**settings.sources, "lab": "the lab folder collected"}
         if settings.lab_root is None:
             sources["lab_root"] = f"the default of lab {chosen.name}"
-        root = settings.lab_root or chosen.default_root
+        root = chosen.learner_root(settings.lab_root)
         config.stash[settings_key] = dataclasses.replace(settings, lab=chosen, lab_root=root, sources=sources)
 
 

@@ -94,15 +94,10 @@ def lab_root_from(
     return (lab.default_root, f"the default of lab {lab.name}") if lab else (None, "unset")
 
 
-def gpulab_up_kubeconfig(lab: str) -> Path:
-    """Where ``gpulab up LAB`` keeps the kubeconfig of the cluster it started."""
-    return toolchain.cache_root() / "clusters" / lab / "clusters" / f"gpulab-{lab}" / "kubeconfig.yaml"
-
-
 def effective_kubeconfig(kubeconfig: str | None, lab: Lab) -> str | None:
     """The kubeconfig as set, else the `gpulab up` cluster's if it exists (None: ~/.kube/config)."""
-    if kubeconfig is None and gpulab_up_kubeconfig(lab.name).exists():
-        return str(gpulab_up_kubeconfig(lab.name))
+    if kubeconfig is None and toolchain.up_kubeconfig(lab.name).exists():
+        return str(toolchain.up_kubeconfig(lab.name))
     return kubeconfig
 
 

@@ -226,3 +226,13 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def up_workdir(lab: str) -> Path:
+    """Where ``gpulab up LAB`` keeps the lab's cluster (kwokctl's work directory): it outlives the command."""
+    return cache_root() / "clusters" / lab
+
+
+def up_kubeconfig(lab: str) -> Path:
+    """The kubeconfig of the cluster ``gpulab up LAB`` started (``KwokCluster.for_lab``'s default name)."""
+    return up_workdir(lab) / "clusters" / f"gpulab-{lab}" / "kubeconfig.yaml"
