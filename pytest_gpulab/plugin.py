@@ -42,7 +42,7 @@ from .options import add_options
 from .report_file import test_metadata
 from .reporting import BLOCKED, ERROR, FAILED, CheckRun, results_key
 from .session import GradingReports
-from .steps import STEP_SIGNATURE, check_of, step_of, tally, validate_needs, validate_points
+from .steps import STEP_SIGNATURE, check_of, step_of, validate_needs, validate_points
 
 early_lab_key = pytest.StashKey[tuple[Lab | None, settings_mod.Found | None]]()
 
@@ -174,7 +174,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 ("gpulab_step", step.number),
                 ("gpulab_check", run.check.id),
             ]
-    validate_points(tally((run.step, run.check, run.nodeid, False) for run in results.values()))
+    validate_points((run.step, run.check) for run in results.values())
     validate_needs(run.step for run in results.values())
     _steps_chosen(config, items, results)
     _time_limits(config, items, results)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
@@ -121,58 +121,22 @@ def check_of(item: pytest.Item, lab: str, step: StepInfo) -> CheckInfo:
     return CheckInfo(f"{lab}.{step.number}.{name}", name, points)
 
 
-@dataclass
-class StepScore:
-    """A step's result over its checks."""
-
-    step: StepInfo
-    checks: list[tuple[CheckInfo, bool]] = field(default_factory=list)
-    nodeids: list[str] = field(default_factory=list)
-
-    @property
-    def own_points(self) -> bool:
-        return any(check.points is not None for check, _ in self.checks)
-
-    @property
-    def possible(self) -> int:
-        if self.own_points:
-            return sum(check.points or 0 for check, _ in self.checks)
-        return self.step.points if self.step.points is not None else DEFAULT_STEP_POINTS
-
-    @property
-    def passed(self) -> bool:
-        return all(passed for _, passed in self.checks)
-
-    @property
-    def earned(self) -> int:
-        if self.own_points:
-            return sum(check.points or 0 for check, passed in self.checks if passed)
-        return self.possible if self.passed else 0
-
-
-def tally(results: Iterable[tuple[StepInfo, CheckInfo, str, bool]]) -> list[StepScore]:
-    """(step, check, nodeid, passed) of each test -> one score per step, by step number."""
-    scores: dict[int, StepScore] = {}
-    for step, check, nodeid, passed in results:
-        score = scores.setdefault(step.number, StepScore(step))
-        score.checks.append((check, passed))
-        score.nodeids.append(nodeid)
-    return [scores[number] for number in sorted(scores)]
-
-
-def validate_points(scores: Iterable[StepScore]) -> None:
+def validate_points(checks: Iterable[tuple[StepInfo, CheckInfo]]) -> None:
     """A step's checks either all carry points or none does; the step's own points must agree."""
-    for score in scores:
-        carrying = [check for check, _ in score.checks if check.points is not None]
-        if carrying and len(carrying) != len(score.checks):
-            bare = next(check.id for check, _ in score.checks if check.points is None)
+    by_step: dict[int, tuple[StepInfo, list[CheckInfo]]] = {}
+    for step, check in checks:
+        by_step.setdefault(step.number, (step, []))[1].append(check)
+    for step, step_checks in by_step.values():
+        carrying = [check for check in step_checks if check.points is not None]
+        if carrying and len(carrying) != len(step_checks):
+            bare = next(check.id for check in step_checks if check.points is None)
             raise pytest.UsageError(
-                f"step {score.step.number}: some checks carry points and {bare} does not; give every check points, or none."
+                f"step {step.number}: some checks carry points and {bare} does not; give every check points, or none."
             )
         total = sum(check.points or 0 for check in carrying)
-        if carrying and score.step.points is not None and score.step.points != total:
+        if carrying and step.points is not None and step.points != total:
             raise pytest.UsageError(
-                f"step {score.step.number} is marked points={score.step.points} but its checks' points add up to {total}; "
+                f"step {step.number} is marked points={step.points} but its checks' points add up to {total}; "
                 "drop the step's points or make them agree."
             )
 
