@@ -151,6 +151,14 @@ def test_text_is_read_with_crlf_folded_and_a_bom_dropped(tmp_path):
         ("1G", 10**9),
         ("64GiB", None),
         (None, None),
+        ("250m", 0.25),
+        ("0.25", 0.25),
+        (" 900m ", 0.9),
+        (1, 1),
+        (True, None),
+        ("1ki", None),
+        ("NaN", None),
+        ({"cpu": 1}, None),
     ],
 )
 def test_kubernetes_quantities(written, number):
