@@ -90,6 +90,26 @@ def load_yaml_documents(path: Path, display: str | None = None) -> list[dict[str
     return objects
 
 
+def yaml_in(value: str, where: str) -> Any:
+    """The YAML document a string holds (a ConfigMap's ``data.any``), bounded as a file's YAML is.
+
+    Example:: sharing = yaml_in(dig(config_map, "data", "any"), "data.any")
+    """
+    __tracebackhide__ = True
+    if _flow_depth(value) > MAX_YAML_DEPTH:
+        fail(f"{where} is nested too deeply.")
+    try:
+        size = _expanded_size(yaml.compose(value, Loader=yaml.SafeLoader), {})
+        document = yaml.safe_load(value) if size <= MAX_YAML_VALUES else None
+    except yaml.YAMLError as error:
+        fail(f"{where} is not valid YAML inside: {' '.join(str(error).split())}")
+    except RecursionError:
+        fail(f"{where} is nested too deeply.")
+    if size > MAX_YAML_VALUES:
+        fail(f"{where} expands to more than {MAX_YAML_VALUES} values (through YAML aliases); write them out.")
+    return document
+
+
 def _flow_depth(text: str) -> int:
     """How deep ``[`` and ``{`` nest outside quotes: a cheap look before the parser recurses."""
     depth = deepest = 0
@@ -314,6 +334,7 @@ __all__ = [
     "read_key_values",
     "read_text",
     "split_list",
+    "yaml_in",
 ]
 
 

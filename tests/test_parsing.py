@@ -17,6 +17,7 @@ from pytest_gpulab.parsing import (
     read_key_values,
     read_text,
     split_list,
+    yaml_in,
 )
 
 
@@ -163,6 +164,22 @@ def test_text_is_read_with_crlf_folded_and_a_bom_dropped(tmp_path):
 )
 def test_kubernetes_quantities(written, number):
     assert quantity_bytes(written) == number
+
+
+def test_yaml_in_a_string_is_read_with_a_files_bounds():
+    assert yaml_in("version: v1\nsharing: {timeSlicing: {}}\n", "data.any") == {
+        "version": "v1",
+        "sharing": {"timeSlicing": {}},
+    }
+    with pytest.raises(StepFailed, match=r"^data.any is not valid YAML inside: "):
+        yaml_in("sharing: [\n", "data.any")
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{n}: &{n} [{', '.join(['*' + p] * 10)}]\n" for p, n in zip("abcdef", "bcdefg", strict=True)
+    )
+    with pytest.raises(StepFailed, match="expands to more than"):
+        yaml_in(laughs, "data.any")
+    with pytest.raises(StepFailed, match="nested too deeply"):
+        yaml_in("[" * 5000 + "]" * 5000, "data.any")
 
 
 def test_deep_nesting_is_a_sentence_not_a_crash(tmp_path):

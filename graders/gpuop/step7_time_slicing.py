@@ -1,12 +1,11 @@
 """Step 7: read the time-slicing configuration and compute slots and memory."""
 
 import pytest
-import yaml
 
 from pytest_gpulab.feedback import StepFailed, Words, expect, expect_value, fail, should_be
 from pytest_gpulab.kube import expect_advertises, expect_advertises_none
 from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig, parse_quantity_number, parse_yes_no
+from pytest_gpulab.parsing import dig, parse_quantity_number, parse_yes_no, yaml_in
 
 pytestmark = pytest.mark.step(7, "Time-slicing configuration and slot arithmetic", points=15)
 
@@ -41,10 +40,7 @@ def sharing_of(config_map):
         isinstance(any_value, str),
         should_be("data.any", Words("a string holding the time-slicing configuration"), any_value),
     )
-    try:
-        return yaml.safe_load(any_value)
-    except yaml.YAMLError as error:
-        fail(f"data.any is not valid YAML inside: {' '.join(str(error).split())}")
+    return yaml_in(any_value, "data.any")
 
 
 def check_config_map(config_map):
