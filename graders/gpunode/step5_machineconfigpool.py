@@ -4,7 +4,8 @@ from datetime import datetime
 
 import pytest
 
-from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be
+from pytest_gpulab.answers import Answer, exactly, expect_all
+from pytest_gpulab.feedback import Words, expect, expect_value, fail
 from pytest_gpulab.kube import condition
 from pytest_gpulab.manifests import written_and_applied
 from pytest_gpulab.parsing import dig
@@ -73,6 +74,24 @@ def same_time(found, expected=SINCE):
         return False
 
 
+STUCK = {f"status.{key}": exactly(count) for key, count in COUNTS.items()} | {
+    f"The {kind} condition's {field}": answer
+    for kind, status in CONDITIONS.items()
+    for field, answer in (("status", exactly(status)), ("lastTransitionTime", Answer(Words(SINCE), same_time)))
+}
+
+
+def stuck_status_of(pool):
+    """The pool's status as :data:`STUCK` names its parts."""
+    found = {f"status.{key}": dig(pool, "status", key) for key in COUNTS}
+    for kind in CONDITIONS:
+        found |= {
+            f"The {kind} condition's {field}": condition(pool, kind).get(field)
+            for field in ("status", "lastTransitionTime")
+        }
+    return found
+
+
 def test_stuck_status(learner, live):
     pool = live.get("MachineConfigPool", "worker")
     expect(pool, f"The MachineConfigPool worker is not in the cluster; apply {POOL_FILE}.")
@@ -84,16 +103,4 @@ def test_stuck_status(learner, live):
             else "The pool worker has no status in the cluster.",
             hint=CREATE_TIME_HINT,
         )
-    wrong = [
-        should_be(f"status.{key}", value, dig(pool, "status", key)) for key, value in COUNTS.items()
-        if dig(pool, "status", key) != value or isinstance(dig(pool, "status", key), bool)
-    ]  # fmt: skip
-    for kind, status in CONDITIONS.items():
-        found = condition(pool, kind)
-        if found.get("status") != status:
-            wrong.append(should_be(f"The {kind} condition's status", status, found.get("status")))
-        if not same_time(found.get("lastTransitionTime")):
-            wrong.append(
-                should_be(f"The {kind} condition's lastTransitionTime", Words(SINCE), found.get("lastTransitionTime"))
-            )
-    expect(not wrong, "In the cluster, the pool worker: " + " ".join(wrong), detail=pool.get("status"))
+    expect_all("In the cluster, the pool worker", stuck_status_of(pool), STUCK, detail=pool.get("status"))

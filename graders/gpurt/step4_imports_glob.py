@@ -2,9 +2,9 @@
 
 import pytest
 
+from pytest_gpulab.answers import Answer, expect_all, number, yes_no
 from pytest_gpulab.containerd_toml import cri_containerd, glob_matches, imports_of, runtime_table
 from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
-from pytest_gpulab.parsing import parse_yes_no
 
 pytestmark = pytest.mark.step(4, "An imports glob that catches nothing", points=15)
 
@@ -50,26 +50,14 @@ def test_glob_misses_the_dropin(learner, lab):
 def test_report(learner, lab):
     values = learner.file(REPORT).key_values("GLOB", "MATCHED", "DROPIN_EXISTS", "LOADED_NVIDIA")
     globs = imports_of(learner.file(MAIN).toml())
-    wrong = []
-    if values["GLOB"] not in globs:
-        wrong.append(
-            should_be(
-                "GLOB", Words(f"the glob exactly as {MAIN} writes it ({', '.join(globs) or 'none'})"), values["GLOB"]
-            )
-        )
-    count = len(matched(learner, lab, values["GLOB"])) if values["GLOB"] in globs else None
-    if values["MATCHED"].strip() != "0" or count not in (None, 0):
-        wrong.append(
-            should_be(
-                "MATCHED", Words(f"{count if count is not None else 0}, what the glob catches"), values["MATCHED"]
-            )
-        )
-    if parse_yes_no(values["DROPIN_EXISTS"]) is not True:
-        wrong.append(should_be("DROPIN_EXISTS", Words("yes"), values["DROPIN_EXISTS"]))
-    if parse_yes_no(values["LOADED_NVIDIA"]) is not False:
-        wrong.append(
-            should_be(
-                "LOADED_NVIDIA", Words("no"), values["LOADED_NVIDIA"], why="a drop-in nobody imports is never loaded"
-            )
-        )
-    expect(not wrong, f"{REPORT}: " + " ".join(wrong), detail=values)
+    caught = len(matched(learner, lab, values["GLOB"])) if values["GLOB"] in globs else 0
+    answers = {
+        "GLOB": Answer(
+            Words(f"the glob exactly as {MAIN} writes it ({', '.join(globs) or 'none'})"),
+            lambda written: written in globs,
+        ),
+        "MATCHED": number(caught, shown_as=f"{caught}, what the glob catches"),
+        "DROPIN_EXISTS": yes_no(True),
+        "LOADED_NVIDIA": yes_no(False, why="a drop-in nobody imports is never loaded"),
+    }
+    expect_all(REPORT, values, answers, detail=values)
