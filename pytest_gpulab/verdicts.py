@@ -2,9 +2,10 @@
 
 The labs' checkers share one contract: print one ``MISSING=``/``STALE=``/``BLOCKED=`` line per
 finding and exit 1, or print ``OK`` and exit 0. :func:`expect_verdict` compares a run with the
-findings the grader computed and says, in one sentence, what the script did instead. Lines
-that are neither (progress, a header) are ignored; findings are compared as a set, each
-printed once. Usable without pytest.
+findings the grader computed and says, in one sentence, what the script did instead;
+:func:`expect_saved_verdict` does the same for a copy of its output the learner saved at a
+moment of the lab. Lines that are neither (progress, a header) are ignored; findings are
+compared as a set, each printed once. Usable without pytest.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from .answers import missing_and_extra
 from .feedback import expect, listed
+from .learner import LearnerFile
 from .runner import ScriptResult
 from .scripts import said
 
@@ -31,13 +33,20 @@ class Verdict:
 
 
 def findings_in(text: str, prefix: str) -> tuple[str, ...]:
-    """The ``PREFIX=...`` lines of a script's output or a saved copy of it, in order (key upper-cased)."""
+    """The ``PREFIX=...`` lines of a script's output or a saved copy of it, in order (key upper-cased).
+
+    Example:: findings_in("checking\nmissing=nvidia\n", "MISSING")  # ("MISSING=nvidia",)
+    """
     marker = f"{prefix.upper()}="
     lines = (line.strip() for line in text.splitlines())
     return tuple(marker + line[len(marker) :].strip() for line in lines if line.upper().startswith(marker))
 
 
 def says_ok(text: str) -> bool:
+    """Whether a line of the text is ``OK`` alone (any case).
+
+    Example:: says_ok(learner.file("out/coverage.txt").text())
+    """
     return any(line.strip().upper() == "OK" for line in text.splitlines())
 
 
@@ -56,7 +65,10 @@ def expect_verdict(
     detail: Any = None,
 ) -> Verdict:
     """``expected`` findings and exit 1, or (none expected) ``OK`` and exit 0. ``given`` opens the sentence
-    ("Run on nvidia-gpu-operator"); ``hint`` sees the findings printed, for a known wrong one."""
+    ("Run on nvidia-gpu-operator"); ``hint`` sees the findings printed, for a known wrong one.
+
+    Example:: expect_verdict(run.result, "bin/ds-coverage.sh", "Run on research", set(), prefix="MISSING")
+    """
     __tracebackhide__ = True
     verdict = verdict_of(result, prefix)
     wanted, printed = set(expected), set(verdict.findings)
@@ -82,3 +94,32 @@ def expect_verdict(
         detail=facts,
     )
     return verdict
+
+
+def expect_saved_verdict(
+    file: LearnerFile,
+    expected: Iterable[str],
+    *,
+    prefix: str,
+    why: str,
+    hint: Callable[[Verdict], str | None] | None = None,
+    detail: Any = None,
+) -> Verdict:
+    """A checker's output the learner saved at a moment of the lab: exactly the ``expected`` findings and no
+    ``OK``, or (none expected) ``OK``. ``why`` says what that moment found; ``hint`` sees what was saved.
+
+    Example:: expect_saved_verdict(learner.file("out/preflight.txt"), {"BLOCKED=mcp/worker"}, prefix="BLOCKED", why="what the gate finds at step 7")
+    """
+    __tracebackhide__ = True
+    text = file.text()
+    saved = Verdict(findings_in(text, prefix), says_ok(text), None)
+    wanted, found = set(expected), set(saved.findings)
+    should = f"exactly {listed(sorted(wanted))}" if wanted else "OK"
+    expect(
+        found == wanted and saved.ok is not bool(wanted),
+        f"{file} should hold {should}, {why}; found {listed(sorted(found)) or f'no {prefix} line'}"
+        + (" and OK." if saved.ok else "."),
+        hint=hint(saved) if hint else None,
+        detail={**(detail or {}), "expected": sorted(wanted), "saved": text},
+    )
+    return saved

@@ -14,7 +14,7 @@ from pytest_gpulab.feedback import blocked_unless, expect, listed
 from pytest_gpulab.nodes import coverage_gaps, daemonset_owner, name_of
 from pytest_gpulab.parsing import dig
 from pytest_gpulab.scripts import Run
-from pytest_gpulab.verdicts import expect_verdict, findings_in, says_ok
+from pytest_gpulab.verdicts import expect_saved_verdict, expect_verdict
 
 pytestmark = pytest.mark.step(4, "ds-coverage.sh checks coverage by labels, not by status", points=15, needs=1)
 
@@ -111,11 +111,7 @@ def test_finds_pods_that_are_gone(coverage, agents, hidden, view, live, step_ran
 
 
 def test_saved_while_the_gap_was_open(learner):
-    text = learner.file(SAVED).text()
-    found = set(findings_in(text, "MISSING"))
-    expect(
-        found == AT_THE_GAP and not says_ok(text),
-        f"{SAVED} should hold exactly {listed(sorted(AT_THE_GAP))}, what the script finds while the gap is open; "
-        f"found {listed(sorted(found)) or 'no MISSING line'}" + (" and OK." if says_ok(text) else "."),
-        hint=STATUS_HINT if says_ok(text) else None,
-    )
+    expect_saved_verdict(
+        learner.file(SAVED), AT_THE_GAP, prefix="MISSING", why="what the script finds while the gap is open",
+        hint=lambda saved: STATUS_HINT if saved.ok else None,
+    )  # fmt: skip

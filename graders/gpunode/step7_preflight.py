@@ -7,10 +7,9 @@ The copy saved at step 7, taint still on and node not yet cordoned, is compared 
 
 import pytest
 
-from pytest_gpulab.feedback import expect, listed
 from pytest_gpulab.kube import condition
 from pytest_gpulab.nodes import SYSTEM_TAINT_PREFIX, is_cordoned, is_custom, is_ready, lab_nodes, name_of, taints
-from pytest_gpulab.verdicts import expect_verdict, findings_in, says_ok
+from pytest_gpulab.verdicts import expect_saved_verdict, expect_verdict
 
 pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15)
 
@@ -47,17 +46,14 @@ def test_gate_at_the_end_state(script_runner, learner, live, lab):
     )
 
 
+def saved_too_late(saved):
+    if "BLOCKED=node/lab-node-2" in saved.findings:
+        return "Save the gate's output at step 7, before the taint is removed and the node cordoned."
+    return None
+
+
 def test_saved_at_step_7(learner):
-    text = learner.file(SAVED).text()
-    found = set(findings_in(text, "BLOCKED"))
-    expect(
-        found == AT_STEP_7 and not says_ok(text),
-        f"{SAVED} should hold exactly {listed(sorted(AT_STEP_7))}, what the gate finds at step 7 with the taint on; "
-        f"found {listed(sorted(found)) or 'no BLOCKED line'}" + (" and OK." if says_ok(text) else "."),
-        hint=system_taint_reported(found)
-        or (
-            "Save the gate's output at step 7, before the taint is removed and the node cordoned."
-            if "BLOCKED=node/lab-node-2" in found
-            else None
-        ),
-    )
+    expect_saved_verdict(
+        learner.file(SAVED), AT_STEP_7, prefix="BLOCKED", why="what the gate finds at step 7 with the taint on",
+        hint=lambda saved: system_taint_reported(saved.findings) or saved_too_late(saved),
+    )  # fmt: skip

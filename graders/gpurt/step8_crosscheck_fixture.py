@@ -5,6 +5,7 @@ import pytest
 from pytest_gpulab.containerd_toml import loaded_handlers
 from pytest_gpulab.feedback import blocked_unless, expect, listed
 from pytest_gpulab.kube import handlers_of
+from pytest_gpulab.verdicts import expect_saved_verdict
 
 pytestmark = pytest.mark.step(8, "The checker on a partly loaded dump", points=10, needs=1)
 
@@ -41,10 +42,8 @@ def test_fixture_is_a_partly_loaded_dump(loaded, required):
 
 
 def test_saved_verdict(learner, loaded, required):
-    lines = [line.strip() for line in learner.file(OUTPUT).text().splitlines() if line.strip()]
-    expected = sorted(f"MISSING={handler}" for handler in required - loaded)
-    expect(
-        sorted(lines) == expected,
-        f"{OUTPUT} should hold exactly {listed(expected)} (what {FIXTURE} lacks of the cluster's handlers); found {listed(lines) or 'nothing'}.",
+    expect_saved_verdict(
+        learner.file(OUTPUT), {f"MISSING={handler}" for handler in required - loaded}, prefix="MISSING",
+        why=f"what {FIXTURE} lacks of the cluster's handlers",
         detail={"required": sorted(required), "loaded": sorted(loaded)},
-    )
+    )  # fmt: skip
