@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .feedback import Words, expect, expect_value, fail, listed, should_be, shown
+from .feedback import Words, blocked_unless, expect, expect_value, fail, listed, should_be, shown
 from .live import LiveCluster, owned_by
 from .parsing import dig, quantity_bytes
 
@@ -169,6 +169,18 @@ def pins_to(pod: Obj) -> bool:
 def handlers_of(runtimeclasses: list[dict[str, Any]]) -> set[str]:
     """The handlers a set of RuntimeClasses asks the nodes' runtimes for."""
     return {handler for rc in runtimeclasses if isinstance(handler := rc.get("handler"), str) and handler}
+
+
+def required_handlers(live: LiveCluster, *, made_by: str) -> set[str]:
+    """The handlers the cluster's RuntimeClasses ask for; the step is blocked while they ask for none
+    but runc, naming the step ``made_by`` that creates them.
+
+    Example:: required_handlers(lab_cluster.live_or_fail(), made_by="step 1")  # {"runc", "nvidia"}
+    """
+    __tracebackhide__ = True
+    handlers = handlers_of(live.list("RuntimeClass"))
+    blocked_unless(handlers - {"runc"}, f"a RuntimeClass to check against, which {made_by} creates,")
+    return handlers
 
 
 def check_runtimeclass(handler: str | None = None) -> Callable[[dict[str, Any]], None]:

@@ -9,8 +9,8 @@ with no argument, the fake containerd serving the dump. The five runs start side
 import pytest
 
 from pytest_gpulab.containerd import generate_dump
-from pytest_gpulab.feedback import blocked_unless, expect, listed
-from pytest_gpulab.kube import handlers_of
+from pytest_gpulab.feedback import expect, listed
+from pytest_gpulab.kube import required_handlers
 from pytest_gpulab.scripts import Run
 from pytest_gpulab.verdicts import expect_verdict
 
@@ -21,10 +21,7 @@ SCRIPT = "bin/rc-crosscheck.sh"
 
 @pytest.fixture(scope="module")
 def required(lab_cluster):
-    """The handlers the cluster's RuntimeClasses ask for (step 1 creates them)."""
-    handlers = handlers_of(lab_cluster.live_or_fail().list("RuntimeClass"))
-    blocked_unless(handlers - {"runc"}, "a RuntimeClass to check against, which step 1 creates,")
-    return handlers
+    return required_handlers(lab_cluster.live_or_fail(), made_by="step 1")
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 import pytest
 
 from pytest_gpulab.containerd_toml import loaded_handlers
-from pytest_gpulab.feedback import blocked_unless, expect, listed
-from pytest_gpulab.kube import handlers_of
+from pytest_gpulab.feedback import expect, listed
+from pytest_gpulab.kube import required_handlers
 from pytest_gpulab.verdicts import expect_saved_verdict
 
 pytestmark = pytest.mark.step(8, "The checker on a partly loaded dump", points=10, needs=1)
@@ -15,9 +15,7 @@ OUTPUT = "out/crosscheck.txt"
 
 @pytest.fixture(scope="module")
 def required(lab_cluster):
-    handlers = handlers_of(lab_cluster.live_or_fail().list("RuntimeClass"))
-    blocked_unless(handlers - {"runc"}, "a RuntimeClass to check against, which step 1 creates,")
-    return handlers
+    return required_handlers(lab_cluster.live_or_fail(), made_by="step 1")
 
 
 @pytest.fixture(scope="module")
