@@ -6,7 +6,7 @@ from pytest_gpulab.answers import containing, expect_answers, number
 from pytest_gpulab.feedback import Words, expect, expect_value, listed, should_be
 from pytest_gpulab.kube import containers, selects
 from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.nodes import lab_nodes, name_of, tolerates, tolerations
+from pytest_gpulab.nodes import HOSTNAME_LABEL, lab_nodes, name_of, tolerates, tolerations
 from pytest_gpulab.parsing import dig, quantity_bytes
 
 pytestmark = pytest.mark.step(3, "Zero allocatable GPUs block the reserved job", points=15)
@@ -14,7 +14,6 @@ pytestmark = pytest.mark.step(3, "Zero allocatable GPUs block the reserved job",
 POD = "k8s/a100-job.yaml"
 REPORT = "out/alloc.txt"
 NODE = "lab-node-2"
-HOSTNAME = "kubernetes.io/hostname"
 RESERVATION = {"key": "ai4dd-a100-reserved", "value": "true", "effect": "NoSchedule"}
 
 
@@ -29,7 +28,7 @@ def uses_hostname(pod):
         pod, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"
     )
     keys = [e.get("key") for term in affinity or [] for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
-    return HOSTNAME in (dig(pod, "spec", "nodeSelector") or {}) or HOSTNAME in keys
+    return HOSTNAME_LABEL in (dig(pod, "spec", "nodeSelector") or {}) or HOSTNAME_LABEL in keys
 
 
 def check_job(nodes):
@@ -42,7 +41,7 @@ def check_job(nodes):
         chosen = [name_of(node) for node in nodes if selects(pod, node)]
         expect(
             uses_hostname(pod) and chosen == [NODE],
-            f"The Pod should select {NODE}, and only it, by the label {HOSTNAME}; it selects {listed(chosen) or 'no node'}.",
+            f"The Pod should select {NODE}, and only it, by the label {HOSTNAME_LABEL}; it selects {listed(chosen) or 'no node'}.",
         )
         expect(
             any(tolerates(t, RESERVATION) for t in tolerations(pod)),
@@ -58,7 +57,7 @@ def test_reserved_job(learner, live, lab):
     expect(
         node is None,
         f"{POD} sets spec.nodeName: {node}, which places the Pod without the scheduler, so nothing stops it.",
-        hint=f"Leave nodeName out and select {NODE} by the label {HOSTNAME}.",
+        hint=f"Leave nodeName out and select {NODE} by the label {HOSTNAME_LABEL}.",
     )
     written_and_applied(
         learner.file(POD), live, "Pod", "research/a100-job", check_job(lab_nodes(live, lab.environment.node_names))
