@@ -179,7 +179,10 @@ class DoctoredView:
     """A read-only proxy of the cluster at ``kubeconfig`` that hides ``hidden_pods`` ((namespace, name)).
 
     It serves on loopback TCP (``kubeconfig``) and on a Unix socket (``socket``, in a folder only the
-    grader's user may enter), which the sandbox binds into a script's network namespace."""
+    grader's user may enter), which the sandbox binds into a script's network namespace.
+
+    Example:: with DoctoredView(live.source, {("ns", "pod")}, tmp) as view: runs.run("ns", cluster=True, view=view)
+    """
 
     def __init__(self, kubeconfig: str | Path, hidden_pods: Iterable[PodKey], work_dir: Path) -> None:
         self.upstream = Upstream(kubeconfig)

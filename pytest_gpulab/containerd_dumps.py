@@ -152,6 +152,8 @@ def generate_dump(
     (``plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.*``).
     ``nvidia`` and ``nvidia-cdi`` get the toolkit's BinaryName; any other
     handler gets runc.v2 defaults. Names outside [A-Za-z0-9_-] are quoted.
+
+    Example:: generate_dump({"runc", "nvidia"}, version=3)
     """
     if version not in (2, 3):
         raise ValueError(f"containerd config version must be 2 or 3, not {version!r}")

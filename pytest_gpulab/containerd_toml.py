@@ -15,8 +15,20 @@ from .feedback import fail
 from .parsing import dig
 
 CRI_V2 = "io.containerd.grpc.v1.cri"
+"""The CRI plugin of a version 2 configuration (containerd 1.x), which holds the runtimes.
+
+Example:: dig(config, "plugins", CRI_V2, "containerd", "default_runtime_name")
+"""
 CRI_V3_RUNTIME = "io.containerd.cri.v1.runtime"
+"""The plugin that holds the runtimes in a version 3 configuration (containerd 2.x).
+
+Example:: runtime_table(config, "etc/config-v3.toml", "nvidia", CRI_V3_RUNTIME)
+"""
 RUNTIMES_TABLE_V2 = f'plugins."{CRI_V2}".containerd.runtimes'
+"""The runtimes table of a version 2 configuration, as TOML writes its name.
+
+Example:: should_be("CONFLICT_TABLE", Words(RUNTIMES_TABLE_V2), table)
+"""
 
 UNQUOTED_HINT = (
     "A table name containing dots must quote that part: write "
@@ -30,7 +42,10 @@ def has_unquoted_plugin_path(document: dict[str, Any], plugin: str = CRI_V2) -> 
 
 
 def cri_containerd(document: dict[str, Any], display: str, plugin: str = CRI_V2) -> dict[str, Any]:
-    """The ``plugins."<plugin>".containerd`` table, or a failure naming the likely mistake."""
+    """The ``plugins."<plugin>".containerd`` table, or a failure naming the likely mistake.
+
+    Example:: cri_containerd(config, "etc/config.toml").get("default_runtime_name")
+    """
     __tracebackhide__ = True
     table = dig(document, "plugins", plugin, "containerd")
     if isinstance(table, dict):
@@ -45,12 +60,18 @@ def cri_containerd(document: dict[str, Any], display: str, plugin: str = CRI_V2)
 
 
 def table_name(path: tuple[str, ...]) -> str:
-    """A table path as TOML writes it: ``plugins."io.containerd.grpc.v1.cri".containerd``."""
+    """A table path as TOML writes it: ``plugins."io.containerd.grpc.v1.cri".containerd``.
+
+    Example:: table_name(("plugins", CRI_V2, "containerd"))  # plugins."io.containerd.grpc.v1.cri".containerd
+    """
     return ".".join(f'"{part}"' if not part.replace("_", "").replace("-", "").isalnum() else part for part in path)
 
 
 def runtime_table(document: dict[str, Any], display: str, name: str, plugin: str = CRI_V2) -> dict[str, Any]:
-    """The ``runtimes.<name>`` table under the plugin, or a failure naming the likely mistake."""
+    """The ``runtimes.<name>`` table under the plugin, or a failure naming the likely mistake.
+
+    Example:: runtime_table(config, "etc/config.toml", "nvidia", CRI_V3_RUNTIME)
+    """
     __tracebackhide__ = True
     runtime = dig(cri_containerd(document, display, plugin), "runtimes", name)
     if not isinstance(runtime, dict):
@@ -62,7 +83,10 @@ def runtime_table(document: dict[str, Any], display: str, name: str, plugin: str
 
 
 def runtime_option(runtime: dict[str, Any], key: str, display: str, runtime_path: str) -> Any:
-    """``options.<key>`` of a runtime table; a key written beside ``options`` fails, saying where it belongs."""
+    """``options.<key>`` of a runtime table; a key written beside ``options`` fails, saying where it belongs.
+
+    Example:: runtime_option(runc, "SystemdCgroup", CONFIG, f'plugins."{CRI_V2}".containerd.runtimes.runc')
+    """
     __tracebackhide__ = True
     options = runtime.get("options")
     if isinstance(options, dict) and key in options:
@@ -79,24 +103,36 @@ def runtime_option(runtime: dict[str, Any], key: str, display: str, runtime_path
 
 
 def stranded_table(document: dict[str, Any], key: str) -> str | None:
-    """The table a top-level key was written under by mistake (after a [table] header), if any."""
+    """The table a top-level key was written under by mistake (after a [table] header), if any.
+
+    Example:: stranded_table(config, "imports")  # "plugins" when imports came after [plugins]
+    """
     stranded = find_key(document, key)
     return table_name(stranded[0][0]) if stranded and stranded[0][0] else None
 
 
 def loaded_handlers(dump: dict[str, Any]) -> set[str]:
-    """The runtime handlers a ``containerd config dump`` holds, in the version 2 or 3 layout."""
+    """The runtime handlers a ``containerd config dump`` holds, in the version 2 or 3 layout.
+
+    Example:: loaded_handlers(learner.file("fixtures/dump-node1.toml").toml())  # {"runc", "nvidia"}
+    """
     return defined_runtimes(dump, CRI_V2) | defined_runtimes(dump, CRI_V3_RUNTIME)
 
 
 def defined_runtimes(document: dict[str, Any], plugin: str = CRI_V2) -> set[str]:
-    """Runtime names a file defines under the plugin's ``containerd.runtimes`` (empty if none)."""
+    """Runtime names a file defines under the plugin's ``containerd.runtimes`` (empty if none).
+
+    Example:: defined_runtimes(learner.file(DROPIN).toml())  # {"nvidia"}
+    """
     runtimes = dig(document, "plugins", plugin, "containerd", "runtimes")
     return set(runtimes) if isinstance(runtimes, dict) else set()
 
 
 def find_key(document: Any, key: str, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
-    """Every place ``key`` occurs in the nested tables, as (table path, value)."""
+    """Every place ``key`` occurs in the nested tables, as (table path, value).
+
+    Example:: find_key(config, "SystemdCgroup")  # [(("plugins", ..., "runc"), True)]
+    """
     found = []
     if isinstance(document, dict):
         for name, value in document.items():
@@ -107,7 +143,10 @@ def find_key(document: Any, key: str, path: tuple[str, ...] = ()) -> list[tuple[
 
 
 def imports_of(document: dict[str, Any]) -> list[str]:
-    """The ``imports`` globs: top level, or (trap) stranded under a table; strings only."""
+    """The ``imports`` globs: top level, or (trap) stranded under a table; strings only.
+
+    Example:: imports_of(learner.file(MAIN).toml())  # ["/etc/containerd/conf.d/*.toml"]
+    """
     imports = document.get("imports")
     if imports is None:
         stranded = find_key(document, "imports")
@@ -136,6 +175,8 @@ def glob_matches(glob: str, config_dir: Path, host_config_dir: str = "/etc/conta
 
     Only the lab's containerd folder is searched: a glob pointing elsewhere (or climbing out
     with ``..``) matches nothing there. ``*`` stays within one folder, as in Go's filepath.Glob.
+
+    Example:: glob_matches("conf.d/*.toml", learner.file("etc/containerd").path)
     """
     try:
         relative = Path(resolve_import(glob, config_dir, host_config_dir)).relative_to(config_dir)
@@ -150,7 +191,10 @@ def glob_matches(glob: str, config_dir: Path, host_config_dir: str = "/etc/conta
 
 
 def parse_key_path(text: str) -> tuple[str, ...] | None:
-    """The table path a dotted TOML key spells (``a."b.c".d`` -> ("a", "b.c", "d")), or None."""
+    """The table path a dotted TOML key spells (``a."b.c".d`` -> ("a", "b.c", "d")), or None.
+
+    Example:: parse_key_path(values["CONFLICT_TABLE"]) == ("plugins", CRI_V2, "containerd", "runtimes")
+    """
     text = text.strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1].strip()

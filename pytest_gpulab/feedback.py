@@ -26,7 +26,10 @@ def with_hint(message: str | None, hint: str | None) -> str | None:
 
 
 class StepFailed(Exception):
-    """The learner's work does not meet the step: a message they can act on."""
+    """The learner's work does not meet the step: a message they can act on.
+
+    Example:: StepFailed(should_be("ISOLATION", Words("none"), value), hint="...")
+    """
 
     def __init__(self, message: str, *, hint: str | None = None, detail: Any = None) -> None:
         super().__init__(message)
@@ -50,13 +53,18 @@ class StepBlocked(StepFailed):
 
 
 class GradingError(StepFailed):
-    """Grading could not go on (an unreachable cluster, say): an error to retry, not a wrong answer."""
+    """Grading could not go on (an unreachable cluster, say): an error to retry, not a wrong answer.
+
+    Example:: raise GradingError("The lab cluster did not answer.")
+    """
 
 
 def blocked_unless(condition: object, missing: str, *, step: int | None = None, detail: Any = None) -> None:
     """Block the step, naming what is ``missing`` ("the Pod gpu-lab/cuda-probe"), unless ``condition``.
 
     ``step`` is the step that makes it, when the step marker's ``needs`` names several.
+
+    Example:: blocked_unless(pod, "the Pod gpu-lab/cuda-probe, which step 5 creates,")
     """
     __tracebackhide__ = True
     if not condition:
@@ -64,22 +72,36 @@ def blocked_unless(condition: object, missing: str, *, step: int | None = None, 
 
 
 def fail(message: str, *, hint: str | None = None, detail: Any = None) -> NoReturn:
+    """Fail the check with ``message``, a sentence the learner can act on; ``detail`` is for the instructor.
+
+    Example:: fail("data.any is a YAML mapping, not a string.", hint="Write it as a block scalar, any: |-")
+    """
     __tracebackhide__ = True
     raise StepFailed(message, hint=hint, detail=detail)
 
 
 def expect(condition: object, message: str, *, hint: str | None = None, detail: Any = None) -> None:
+    """Fail with ``message`` (and ``hint``) unless ``condition`` holds.
+
+    Example:: expect(live.get("Namespace", "gpu-rt"), "The namespace gpu-rt does not exist in the cluster; create it.")
+    """
     __tracebackhide__ = True
     if not condition:
         raise StepFailed(message, hint=hint, detail=detail)
 
 
 class Words(str):
-    """An expectation described in words ("an array"), shown as it is, without quotes."""
+    """An expectation described in words ("an array"), shown as it is, without quotes.
+
+    Example:: should_be("imports", Words("a top-level array"), found)  # no quotes around the words
+    """
 
 
 def shown(value: Any) -> str:
-    """A value as the learner wrote it: true/false, "text" in quotes, nothing for a missing one."""
+    """A value as the learner wrote it: true/false, "text" in quotes, nothing for a missing one.
+
+    Example:: shown(None)  # "nothing"; shown("2") is '"2"'
+    """
     if isinstance(value, Words):
         return str(value)
     if value is None:
@@ -114,7 +136,10 @@ def type_cause(expected: Any, found: Any) -> str:
 
 
 def should_be(what: str, expected: Any, found: Any, *, why: str | None = None) -> str:
-    """'{what} should be {expected} ({why}), found {found}.' with the type's cause when it is one."""
+    """'{what} should be {expected} ({why}), found {found}.' with the type's cause when it is one.
+
+    Example:: should_be("version", 2, "2")  # 'version should be 2, found "2": a string, not an integer.'
+    """
     because = f" ({why})" if why else ""
     return f"{what} should be {shown(expected)}{because}, found {shown(found)}{type_cause(expected, found)}."
 
@@ -122,14 +147,20 @@ def should_be(what: str, expected: Any, found: Any, *, why: str | None = None) -
 def expect_value(
     found: Any, expected: Any, what: str, *, why: str | None = None, hint: str | None = None, detail: Any = None
 ) -> None:
-    """Fail with :func:`should_be` unless ``found`` is ``expected``, type included."""
+    """Fail with :func:`should_be` unless ``found`` is ``expected``, type included.
+
+    Example:: expect_value(dig(pod, "metadata", "namespace"), "gpu-lab", "the Pod's namespace")
+    """
     __tracebackhide__ = True
     if not same(found, expected):
         raise StepFailed(should_be(what, expected, found, why=why), hint=hint, detail=detail)
 
 
 def listed(items: Iterable[str], conjunction: str = "and") -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
+    """``a``, ``a and b``, ``a, b and c``.
+
+    Example:: listed(["a", "b", "c"])  # "a, b and c"
+    """
     names = list(items)
     if len(names) <= 1:
         return "".join(names)

@@ -18,13 +18,19 @@ Obj = Mapping[str, Any]
 
 
 def containers(obj: Obj | None) -> list[dict[str, Any]]:
-    """The containers of a Pod, or of a workload's Pod template."""
+    """The containers of a Pod, or of a workload's Pod template.
+
+    Example:: containers(daemonset)[0]["image"]
+    """
     found = dig(obj, "spec", "containers") or dig(obj, "spec", "template", "spec", "containers")
     return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
 
 
 def request(obj: Obj | None, resource: str, kind: str = "requests") -> Any:
-    """The first container's ``resources.<kind>.<resource>`` as written (``64Gi``, ``1``), or None."""
+    """The first container's ``resources.<kind>.<resource>`` as written (``64Gi``, ``1``), or None.
+
+    Example:: request(pod, "memory")  # "64Gi"; request(pod, "nvidia.com/gpu", "limits")
+    """
     return next((value for c in containers(obj) if (value := dig(c, "resources", kind, resource)) is not None), None)
 
 
@@ -32,6 +38,8 @@ def image_and_memory(obj: Obj | None) -> tuple[str | None, float | None]:
     """(image, memory request in bytes) of the first container: what tells two specs of one workload apart.
 
     ``obj`` is a Pod, a workload, or a ControllerRevision's ``data``.
+
+    Example:: image_and_memory(pod)  # ("nvcr.io/nvidia/k8s/container-toolkit:v1.17.0", 68719476736.0)
     """
     image = dig(containers(obj), 0, "image")
     return image if isinstance(image, str) else None, quantity_bytes(request(obj, "memory"))
@@ -39,7 +47,10 @@ def image_and_memory(obj: Obj | None) -> tuple[str | None, float | None]:
 
 @dataclass(frozen=True)
 class Rollout:
-    """A DaemonSet's numbers as ``kubectl get ds`` shows them."""
+    """A DaemonSet's numbers as ``kubectl get ds`` shows them.
+
+    Example:: Rollout.of(live.get("DaemonSet", DS)) == Rollout(desired=3, updated=1, ready=2)
+    """
 
     desired: int | None
     updated: int
@@ -62,25 +73,37 @@ def selector_labels(workload: Obj) -> dict[str, str] | None:
 
 
 def pods_of(live: LiveCluster, workload: Obj) -> list[dict[str, Any]]:
-    """The Pods a workload owns, read by its selector (never every Pod of the cluster)."""
+    """The Pods a workload owns, read by its selector (never every Pod of the cluster).
+
+    Example:: pods_of(live, live.get("DaemonSet", "gpu-operator/nvidia-container-toolkit"))
+    """
     namespace = dig(workload, "metadata", "namespace")
     return owned_by(live.list("Pod", namespace, labels=selector_labels(workload)), workload)
 
 
 def revisions_of(live: LiveCluster, workload: Obj) -> list[dict[str, Any]]:
-    """The ControllerRevisions of a DaemonSet or StatefulSet: one per spec it has had."""
+    """The ControllerRevisions of a DaemonSet or StatefulSet: one per spec it has had.
+
+    Example:: [image_and_memory(r.get("data")) for r in revisions_of(live, daemonset)]
+    """
     namespace = dig(workload, "metadata", "namespace")
     return owned_by(live.list("ControllerRevision", namespace, labels=selector_labels(workload)), workload)
 
 
 def condition(obj: Obj | None, kind: str) -> dict[str, Any]:
-    """The status condition of ``kind`` (``PodScheduled``), or an empty dict."""
+    """The status condition of ``kind`` (``PodScheduled``), or an empty dict.
+
+    Example:: condition(pod, "PodScheduled").get("status") == "True"
+    """
     conditions = dig(obj, "status", "conditions", default=[]) or []
     return next((c for c in conditions if isinstance(c, dict) and c.get("type") == kind), {})
 
 
 def unschedulable_because(pod: Obj | None, words: str) -> bool:
-    """Whether the Pod waits unscheduled with ``words`` (``Insufficient memory``) in the scheduler's message."""
+    """Whether the Pod waits unscheduled with ``words`` (``Insufficient memory``) in the scheduler's message.
+
+    Example:: live.wait_for("Pod", "gpu-rt/over", lambda p: unschedulable_because(p, "Insufficient cpu"), 20)
+    """
     scheduled = condition(pod, "PodScheduled")
     return (
         dig(pod, "status", "phase") == "Pending"
@@ -90,7 +113,10 @@ def unschedulable_because(pod: Obj | None, words: str) -> bool:
 
 
 def advertised(node: Obj | None, resource: str) -> tuple[Any, Any]:
-    """(capacity, allocatable) of ``resource`` in a node's status, as strings or None."""
+    """(capacity, allocatable) of ``resource`` in a node's status, as strings or None.
+
+    Example:: advertised(live.get("Node", "lab-node-0"), "nvidia.com/gpu")  # ("4", "4")
+    """
     return dig(node, "status", "capacity", resource), dig(node, "status", "allocatable", resource)
 
 
@@ -100,6 +126,8 @@ def expect_advertises(
     """The node advertises ``amount`` of ``resource`` in both capacity and allocatable, as a device plugin would.
 
     ``others`` are the nodes that must not: one of them advertising ``amount`` instead names the node mixed up.
+
+    Example:: expect_advertises(live, "lab-node-0", "nvidia.com/gpu", "4", others=["lab-node-1"])
     """
     __tracebackhide__ = True
     node = live.get("Node", node_name)
@@ -126,7 +154,10 @@ def expect_advertises(
 
 
 def expect_advertises_none(live: LiveCluster, node_names: Sequence[str], resource: str, amount: str) -> None:
-    """None of these nodes advertises ``amount`` of ``resource``: the lab changed other nodes only."""
+    """None of these nodes advertises ``amount`` of ``resource``: the lab changed other nodes only.
+
+    Example:: expect_advertises_none(live, ["lab-node-0", "lab-node-2"], "nvidia.com/gpu", "20")
+    """
     __tracebackhide__ = True
     wrong = [name for name in node_names if amount in advertised(live.get("Node", name), resource)]
     expect(not wrong, f'{listed(wrong)} also advertises {resource} "{amount}"; only the node the step names should.')
@@ -149,7 +180,10 @@ def _term_matches(term: Obj, labels: Mapping[str, str]) -> bool:
 
 
 def selects(pod: Obj, node: Obj | None) -> bool:
-    """Whether the Pod's nodeSelector and required node affinity allow ``node`` (by its labels)."""
+    """Whether the Pod's nodeSelector and required node affinity allow ``node`` (by its labels).
+
+    Example:: selects(pod, live.get("Node", "gpu-tight-a"))
+    """
     labels = dig(node, "metadata", "labels") or {}
     selector = dig(pod, "spec", "nodeSelector") or {}
     if any(labels.get(key) != str(value) for key, value in selector.items()):
@@ -161,13 +195,19 @@ def selects(pod: Obj, node: Obj | None) -> bool:
 
 
 def pins_to(pod: Obj) -> bool:
-    """Whether the Pod restricts its nodes at all (a nodeSelector or a required node affinity)."""
+    """Whether the Pod restricts its nodes at all (a nodeSelector or a required node affinity).
+
+    Example:: pins_to(learner.file(OVERHEAD).object("Pod", "fits"))
+    """
     affinity = dig(pod, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
     return bool(dig(pod, "spec", "nodeSelector") or affinity)
 
 
 def handlers_of(runtimeclasses: list[dict[str, Any]]) -> set[str]:
-    """The handlers a set of RuntimeClasses asks the nodes' runtimes for."""
+    """The handlers a set of RuntimeClasses asks the nodes' runtimes for.
+
+    Example:: handlers_of(live.list("RuntimeClass"))  # {"nvidia", "nvidia-cdi"}
+    """
     return {handler for rc in runtimeclasses if isinstance(handler := rc.get("handler"), str) and handler}
 
 
@@ -184,7 +224,10 @@ def required_handlers(live: LiveCluster, *, made_by: str) -> set[str]:
 
 
 def check_runtimeclass(handler: str | None = None) -> Callable[[dict[str, Any]], None]:
-    """A check for a RuntimeClass manifest (node.k8s.io/v1, a top-level handler), and its handler if given."""
+    """A check for a RuntimeClass manifest (node.k8s.io/v1, a top-level handler), and its handler if given.
+
+    Example:: written_and_applied(file, live, "RuntimeClass", "nvidia", check_runtimeclass("nvidia"))
+    """
 
     def check(runtimeclass: dict[str, Any]) -> None:
         expect_value(runtimeclass.get("apiVersion"), "node.k8s.io/v1", "the RuntimeClass apiVersion")

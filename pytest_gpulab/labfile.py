@@ -45,6 +45,10 @@ class Taint:
 # The label every lab node carries with its name, as a kubelet sets it (NodeSpec.manifest below): the lab's
 # nodes are read by it.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""The label every node carries with its own name: what a Pod pins a node by.
+
+Example:: dig(pod, "spec", "nodeSelector", HOSTNAME_LABEL) == "lab-node-2"
+"""
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,10 @@ def _reapply(kind: str, file: LearnerFile) -> str:
 
 
 def not_applied(live: LiveCluster, file: LearnerFile, kind: str, name: str, written: dict[str, Any]) -> NoReturn:
-    """The object is not in the cluster: why the API server refuses the file, if it does."""
+    """The object is not in the cluster: why the API server refuses the file, if it does.
+
+    Example:: not_applied(live, learner.file(FILE), "DaemonSet", DS, written)
+    """
     __tracebackhide__ = True
     refusal = live.refusal(written)
     if refusal:
@@ -59,6 +62,8 @@ def written_and_applied(file: LearnerFile, live: LiveCluster, kind: str, name: s
 
     ``check`` receives the object and fails (``expect``, ``expect_value``) with a message
     about its fields; this function adds which side is wrong. Returns the live object.
+
+    Example:: written_and_applied(learner.file("k8s/gpu-pod.yaml"), live, "Pod", "gpu-lab/cuda-probe", check_pod)
     """
     __tracebackhide__ = True
     namespace, bare = split_name(name)

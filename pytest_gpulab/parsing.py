@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .feedback import StepFailed, fail
+from .feedback import fail
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_YAML_VALUES = 200_000  # once aliases are expanded: a manifest, not a "billion laughs"
@@ -152,7 +152,10 @@ def find_object(objects: list[dict[str, Any]], kind: str, name: str | None = Non
 
 
 def dig(data: Any, *keys: Any, default: Any = None) -> Any:
-    """``data[k1][k2]...`` or ``default`` when any level is missing or of the wrong type."""
+    """``data[k1][k2]...`` or ``default`` when any level is missing or of the wrong type.
+
+    Example:: dig(pod, "spec", "containers", 0, "image")  # None when any level is missing
+    """
     for key in keys:
         if (isinstance(data, dict) and key in data) or (
             isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data)
@@ -217,7 +220,10 @@ def read_key_values(
 
 
 def split_list(value: str) -> set[str]:
-    """``runc,nvidia`` / ``runc nvidia`` / ``[runc, nvidia]`` -> {"runc", "nvidia"}; order-insensitive."""
+    """``runc,nvidia`` / ``runc nvidia`` / ``[runc, nvidia]`` -> {"runc", "nvidia"}; order-insensitive.
+
+    Example:: split_list(values["LOADED_RUNTIMES"]) == {"runc"}
+    """
     value = value.strip().strip("[](){}")
     return {_unquote(item) for item in re.split(r"[,\s]+", value) if _unquote(item)}
 
@@ -227,7 +233,10 @@ _NO = {"no", "n", "false"}
 
 
 def parse_yes_no(value: str) -> bool | None:
-    """True for yes/true, False for no/false (any case), None for anything else."""
+    """True for yes/true, False for no/false (any case), None for anything else.
+
+    Example:: parse_yes_no(values["CONFLICT"])  # True for "Yes", None for "maybe"
+    """
     lowered = value.strip().lower()
     if lowered in _YES:
         return True
@@ -237,7 +246,10 @@ def parse_yes_no(value: str) -> bool | None:
 
 
 def parse_quantity_number(value: str, unit: str = "GiB") -> float | None:
-    """``40``, ``40GiB``, ``40 GiB``, ``40Gi`` -> 40.0; None when it is not a number."""
+    """``40``, ``40GiB``, ``40 GiB``, ``40Gi`` -> 40.0; None when it is not a number.
+
+    Example:: parse_quantity_number("40 GiB")  # 40.0
+    """
     text = value.strip()
     unit_pattern = re.escape(unit) + ("|" + re.escape(unit[:-1]) if unit.endswith("B") else "")
     match = re.fullmatch(rf"(-?\d+(?:\.\d+)?)\s*(?:{unit_pattern})?", text, flags=re.I)
@@ -315,27 +327,6 @@ def read_amount_table(path: Path, display: str | None = None) -> dict[str, list[
 def first_lines(text: str, count: int) -> list[str]:
     """The first ``count`` lines that are neither blank nor ``#`` comments, stripped."""
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")][:count]
-
-
-__all__ = [
-    "StepFailed",
-    "dig",
-    "find_object",
-    "first_lines",
-    "load_toml",
-    "load_yaml_documents",
-    "parse_key_value_lines",
-    "parse_key_values",
-    "parse_quantity_number",
-    "parse_table",
-    "parse_yes_no",
-    "quantity_bytes",
-    "read_amount_table",
-    "read_key_values",
-    "read_text",
-    "split_list",
-    "yaml_in",
-]
 
 
 def without_comments(text: str) -> str:

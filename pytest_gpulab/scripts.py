@@ -52,7 +52,10 @@ def _bash_ran_another_language(result: ScriptResult) -> str | None:
 
 def said(result: ScriptResult) -> str:
     """What a script printed on stderr, for the learner: its first line, or a Python error's last line;
-    and why, when bash ran a script of another language because it was not executable."""
+    and why, when bash ran a script of another language because it was not executable.
+
+    Example:: f"{SCRIPT} {result.describe()}{said(result)}; it should exit 0."
+    """
     if interpreter := _bash_ran_another_language(result):
         return f" (it is not executable, so the grader ran it with bash, not with {interpreter}: chmod +x it)"
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
@@ -230,7 +233,10 @@ class ScriptRunner:
 
 
 class Run:
-    """A run of a script to start ahead of the checks that read it: ``Run("arg", dump="v2-runc-only")``."""
+    """A run of a script to start ahead of the checks that read it: ``Run("arg", dump="v2-runc-only")``.
+
+    Example:: script_runner.runs_of(learner.file(SCRIPT)).ahead(Run(dump="v2-runc-only"), Run("ns", cluster=True))
+    """
 
     def __init__(self, *args: str, **options: Any) -> None:
         self.args, self.options = args, options

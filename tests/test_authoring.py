@@ -3,6 +3,9 @@ copied outside the checkout as a course author would keep it, comes up with its 
 
 from __future__ import annotations
 
+import ast
+import importlib
+import itertools
 import re
 import shutil
 import subprocess
@@ -12,12 +15,14 @@ from pathlib import Path
 import pytest
 from grading import json_report
 
+from pytest_gpulab import grading as authoring
 from pytest_gpulab.kwok import KwokCluster
 from pytest_gpulab.labs import discover
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 EXAMPLE = CHECKOUT / "tests" / "examples" / "gpuquota"
 README_FILE = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.S)
+STEP_MODULES = sorted([*(CHECKOUT / "graders").glob("*/step*.py"), *EXAMPLE.glob("step*.py")])
 
 
 def readme_files() -> dict[str, str]:
@@ -29,6 +34,76 @@ def test_the_readme_shows_the_example_lab_as_it_is():
     assert {"tests/examples/gpuquota/lab.toml", "tests/examples/gpuquota/step2_free_gpus.py"} <= set(shown)
     for relative, text in shown.items():
         assert (CHECKOUT / relative).read_text() == text, f"README.md shows {relative} differently from the file"
+
+
+def imports_of(path: Path) -> list[tuple[str, list[str]]]:
+    """Every import of a module: (module, names imported from it), a relative one as ``.module``."""
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append(("." * node.level + (node.module or ""), [alias.name for alias in node.names]))
+    return found
+
+
+def test_every_lab_has_its_step_modules_checked():
+    assert {path.parent.name for path in STEP_MODULES} == {"gpuop", "gpurt", "gpunode", "gpuquota"}
+    assert len(STEP_MODULES) >= 26
+
+
+@pytest.mark.parametrize("path", STEP_MODULES, ids=lambda path: f"{path.parent.name}/{path.stem}")
+def test_a_step_module_imports_from_the_grading_module_only(path):
+    for module, names in imports_of(path):
+        if module == "pytest_gpulab.grading":
+            assert set(names) <= set(authoring.__all__), f"{path.name} imports {names} beyond grading.__all__"
+        else:
+            assert module.split(".")[0] in {"pytest", *sys.stdlib_module_names}, (
+                f"{path.name} imports from {module}: a step module imports from pytest_gpulab.grading (and pytest) only"
+            )
+
+
+def defined_where(name: str) -> str:
+    """The module the grading module takes ``name`` from."""
+    for node in ast.walk(ast.parse(Path(authoring.__file__).read_text())):
+        if isinstance(node, ast.ImportFrom) and name in {alias.name for alias in node.names}:
+            return f"pytest_gpulab.{node.module}"
+    raise AssertionError(f"grading does not import {name}")
+
+
+def docstring_of(name: str) -> str | None:
+    """A function's or class's own docstring; a constant's is the string right after its assignment."""
+    value = getattr(authoring, name)
+    if not isinstance(value, (str, int, float, tuple, frozenset)):
+        return value.__doc__
+    body = ast.parse(Path(importlib.import_module(defined_where(name)).__file__ or "").read_text()).body
+    for statement, following in itertools.pairwise(body):
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        named = any(isinstance(target, ast.Name) and target.id == name for target in targets)
+        if named and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant):
+            return str(following.value.value)
+    return None
+
+
+@pytest.mark.parametrize("name", authoring.__all__)
+def test_every_name_of_the_grading_module_has_a_docstring_with_an_example(name):
+    docstring = docstring_of(name) or ""
+    assert "Example::" in docstring or ">>>" in docstring, f"grading.{name} has no docstring with an example"
+
+
+def test_the_grading_module_leaves_the_kubernetes_client_for_later():
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pytest_gpulab.grading; print(any(m.startswith('kubernetes') for m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert loaded.stdout.strip() == "False", loaded.stderr
+    assert authoring.DoctoredView.__name__ == "DoctoredView"
 
 
 @pytest.fixture

@@ -2,11 +2,19 @@
 
 import pytest
 
-from pytest_gpulab.feedback import Words, expect, expect_value, fail, listed, should_be
-from pytest_gpulab.kube import advertised
-from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.nodes import SYSTEM_TAINT_PREFIX, tolerations
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading import (
+    SYSTEM_TAINT_PREFIX,
+    Words,
+    advertised,
+    dig,
+    expect,
+    expect_value,
+    fail,
+    listed,
+    should_be,
+    tolerations,
+    written_and_applied,
+)
 
 pytestmark = pytest.mark.step(1, "GPUs, labels and the operator's two DaemonSets", points=15)
 

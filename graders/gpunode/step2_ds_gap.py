@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.answers import count_of, expect_answers, number, word, yes_no
+from pytest_gpulab.grading import count_of, expect_answers, number, word, yes_no
 
 pytestmark = pytest.mark.step(2, "The reservation taint and the gap the status hides", points=10)
 

@@ -2,12 +2,26 @@
 
 import pytest
 
-from pytest_gpulab.answers import containing, expect_answers, number
-from pytest_gpulab.feedback import Words, expect, expect_value, listed, should_be
-from pytest_gpulab.kube import containers, selects
-from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.nodes import HOSTNAME_LABEL, lab_nodes, name_of, tolerates, tolerations
-from pytest_gpulab.parsing import dig, quantity_bytes
+from pytest_gpulab.grading import (
+    HOSTNAME_LABEL,
+    Words,
+    containers,
+    containing,
+    dig,
+    expect,
+    expect_answers,
+    expect_value,
+    lab_nodes,
+    listed,
+    name_of,
+    number,
+    quantity_bytes,
+    selects,
+    should_be,
+    tolerates,
+    tolerations,
+    written_and_applied,
+)
 
 pytestmark = pytest.mark.step(3, "Zero allocatable GPUs block the reserved job", points=15)
 

@@ -9,12 +9,19 @@ The three runs start side by side.
 
 import pytest
 
-from pytest_gpulab.clusterview import DoctoredView
-from pytest_gpulab.feedback import blocked_unless, expect, listed
-from pytest_gpulab.nodes import coverage_gaps, daemonset_owner, name_of
-from pytest_gpulab.parsing import dig
-from pytest_gpulab.scripts import Run
-from pytest_gpulab.verdicts import expect_saved_verdict, expect_verdict
+from pytest_gpulab.grading import (
+    DoctoredView,
+    Run,
+    blocked_unless,
+    coverage_gaps,
+    daemonset_owner,
+    dig,
+    expect,
+    expect_saved_verdict,
+    expect_verdict,
+    listed,
+    name_of,
+)
 
 pytestmark = pytest.mark.step(4, "ds-coverage.sh checks coverage by labels, not by status", points=15, needs=1)
 

@@ -4,11 +4,18 @@ from datetime import datetime
 
 import pytest
 
-from pytest_gpulab.answers import Answer, exactly, expect_all
-from pytest_gpulab.feedback import Words, expect, expect_value, fail
-from pytest_gpulab.kube import condition
-from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading import (
+    Answer,
+    Words,
+    condition,
+    dig,
+    exactly,
+    expect,
+    expect_all,
+    expect_value,
+    fail,
+    written_and_applied,
+)
 
 pytestmark = pytest.mark.step(5, "The MachineConfigPool and its update stuck since the reservation", points=10)
 

@@ -9,11 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pytest_gpulab.feedback import blocked_unless, expect
-from pytest_gpulab.kube import condition
-from pytest_gpulab.nodes import name_of
-from pytest_gpulab.scripts import Run
-from pytest_gpulab.verdicts import expect_verdict
+from pytest_gpulab.grading import Run, blocked_unless, condition, expect, expect_verdict, name_of
 
 pytestmark = pytest.mark.step(6, "mcp-stale.sh alerts on updates that never finish", points=10, needs=5)
 

@@ -7,9 +7,18 @@ The copy saved at step 7, taint still on and node not yet cordoned, is compared 
 
 import pytest
 
-from pytest_gpulab.kube import condition
-from pytest_gpulab.nodes import SYSTEM_TAINT_PREFIX, is_cordoned, is_custom, is_ready, lab_nodes, name_of, taints
-from pytest_gpulab.verdicts import expect_saved_verdict, expect_verdict
+from pytest_gpulab.grading import (
+    SYSTEM_TAINT_PREFIX,
+    condition,
+    expect_saved_verdict,
+    expect_verdict,
+    is_cordoned,
+    is_custom,
+    is_ready,
+    lab_nodes,
+    name_of,
+    taints,
+)
 
 pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15)
 

@@ -2,11 +2,23 @@
 
 import pytest
 
-from pytest_gpulab.answers import Answer, expect_answers, items, number, word, yes_no
-from pytest_gpulab.feedback import blocked_unless, expect
-from pytest_gpulab.kube import Rollout, advertised
-from pytest_gpulab.nodes import daemonset_owner, is_cordoned, name_of, taints
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading import (
+    Answer,
+    Rollout,
+    advertised,
+    blocked_unless,
+    daemonset_owner,
+    dig,
+    expect,
+    expect_answers,
+    is_cordoned,
+    items,
+    name_of,
+    number,
+    taints,
+    word,
+    yes_no,
+)
 
 pytestmark = pytest.mark.step(8, "The taint removed, the node cordoned, the impact recorded", points=10, needs=3)
 

@@ -2,8 +2,18 @@
 
 import pytest
 
-from pytest_gpulab.containerd_toml import CRI_V2, cri_containerd, runtime_option, runtime_table, stranded_table
-from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be
+from pytest_gpulab.grading import (
+    CRI_V2,
+    Words,
+    cri_containerd,
+    expect,
+    expect_value,
+    fail,
+    runtime_option,
+    runtime_table,
+    should_be,
+    stranded_table,
+)
 
 pytestmark = pytest.mark.step(1, "Main containerd configuration", points=10)
 

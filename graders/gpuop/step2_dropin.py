@@ -2,16 +2,19 @@
 
 import pytest
 
-from pytest_gpulab.containerd_toml import (
+from pytest_gpulab.grading import (
     CRI_V2,
     defined_runtimes,
+    dig,
+    expect,
+    expect_value,
     glob_matches,
     imports_of,
+    listed,
     runtime_option,
     runtime_table,
+    shown,
 )
-from pytest_gpulab.feedback import expect, expect_value, listed, shown
-from pytest_gpulab.parsing import dig
 
 pytestmark = pytest.mark.step(2, "nvidia runtime drop-in", points=10)
 

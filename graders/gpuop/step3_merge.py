@@ -2,9 +2,19 @@
 
 import pytest
 
-from pytest_gpulab.containerd_toml import CRI_V2, RUNTIMES_TABLE_V2, defined_runtimes, parse_key_path
-from pytest_gpulab.feedback import Words, expect, fail, should_be, shown
-from pytest_gpulab.parsing import parse_yes_no, split_list
+from pytest_gpulab.grading import (
+    CRI_V2,
+    RUNTIMES_TABLE_V2,
+    Words,
+    defined_runtimes,
+    expect,
+    fail,
+    parse_key_path,
+    parse_yes_no,
+    should_be,
+    shown,
+    split_list,
+)
 
 pytestmark = pytest.mark.step(3, "Merge judgement", points=10)
 

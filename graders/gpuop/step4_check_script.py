@@ -4,8 +4,7 @@ import re
 
 import pytest
 
-from pytest_gpulab.feedback import expect, fail
-from pytest_gpulab.scripts import Run, said
+from pytest_gpulab.grading import Run, expect, fail, said
 
 pytestmark = pytest.mark.step(4, "check-runtime.sh reads the loaded configuration", points=15)
 

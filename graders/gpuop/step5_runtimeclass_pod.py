@@ -4,10 +4,17 @@ import re
 
 import pytest
 
-from pytest_gpulab.feedback import Words, expect, expect_value, should_be
-from pytest_gpulab.kube import check_runtimeclass, containers
-from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig, quantity_bytes
+from pytest_gpulab.grading import (
+    Words,
+    check_runtimeclass,
+    containers,
+    dig,
+    expect,
+    expect_value,
+    quantity_bytes,
+    should_be,
+    written_and_applied,
+)
 
 pytestmark = pytest.mark.step(5, "RuntimeClass, GPU Pod and the Unschedulable reason", points=15)
 

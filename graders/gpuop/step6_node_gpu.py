@@ -2,9 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.feedback import blocked_unless, expect, listed, shown
-from pytest_gpulab.kube import expect_advertises
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading import blocked_unless, dig, expect, expect_advertises, listed, shown
 
 pytestmark = pytest.mark.step(6, "GPU advertised through the node status", points=10, needs=5)
 

@@ -2,10 +2,21 @@
 
 import pytest
 
-from pytest_gpulab.feedback import StepFailed, Words, expect, expect_value, fail, should_be
-from pytest_gpulab.kube import expect_advertises, expect_advertises_none
-from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig, parse_quantity_number, parse_yes_no, yaml_in
+from pytest_gpulab.grading import (
+    StepFailed,
+    Words,
+    dig,
+    expect,
+    expect_advertises,
+    expect_advertises_none,
+    expect_value,
+    fail,
+    parse_quantity_number,
+    parse_yes_no,
+    should_be,
+    written_and_applied,
+    yaml_in,
+)
 
 pytestmark = pytest.mark.step(7, "Time-slicing configuration and slot arithmetic", points=15)
 

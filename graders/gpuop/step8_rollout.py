@@ -2,11 +2,25 @@
 
 import pytest
 
-from pytest_gpulab.answers import expect_answers, phrase, word
-from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
-from pytest_gpulab.kube import Rollout, image_and_memory, pods_of, request, revisions_of, unschedulable_because
-from pytest_gpulab.manifests import not_applied
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading import (
+    Rollout,
+    Words,
+    dig,
+    expect,
+    expect_answers,
+    expect_value,
+    fail,
+    image_and_memory,
+    not_applied,
+    phrase,
+    pods_of,
+    request,
+    revisions_of,
+    should_be,
+    shown,
+    unschedulable_because,
+    word,
+)
 
 pytestmark = pytest.mark.step(8, "Stalled DaemonSet rollout", points=15)
 

@@ -2,9 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.feedback import expect
-from pytest_gpulab.kube import check_runtimeclass
-from pytest_gpulab.manifests import written_and_applied
+from pytest_gpulab.grading import check_runtimeclass, expect, written_and_applied
 
 pytestmark = pytest.mark.step(1, "The namespace and two RuntimeClasses", points=10)
 

@@ -2,11 +2,18 @@
 
 import pytest
 
-from pytest_gpulab.answers import expect_answers, phrase, yes_no
-from pytest_gpulab.feedback import expect, expect_value, shown
-from pytest_gpulab.kube import check_runtimeclass, condition
-from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading import (
+    check_runtimeclass,
+    condition,
+    dig,
+    expect,
+    expect_answers,
+    expect_value,
+    phrase,
+    shown,
+    written_and_applied,
+    yes_no,
+)
 
 pytestmark = pytest.mark.step(2, "A mistyped handler is not validated", points=10)
 

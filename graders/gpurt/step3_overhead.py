@@ -2,10 +2,23 @@
 
 import pytest
 
-from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
-from pytest_gpulab.kube import check_runtimeclass, condition, pins_to, request, selects, unschedulable_because
-from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig, quantity_bytes
+from pytest_gpulab.grading import (
+    Words,
+    check_runtimeclass,
+    condition,
+    dig,
+    expect,
+    expect_value,
+    fail,
+    pins_to,
+    quantity_bytes,
+    request,
+    selects,
+    should_be,
+    shown,
+    unschedulable_because,
+    written_and_applied,
+)
 
 pytestmark = pytest.mark.step(3, "RuntimeClass overhead splits scheduling", points=15)
 

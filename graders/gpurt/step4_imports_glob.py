@@ -2,9 +2,22 @@
 
 import pytest
 
-from pytest_gpulab.answers import Answer, expect_all, number, yes_no
-from pytest_gpulab.containerd_toml import cri_containerd, glob_matches, imports_of, runtime_table
-from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
+from pytest_gpulab.grading import (
+    Answer,
+    Words,
+    cri_containerd,
+    expect,
+    expect_all,
+    expect_value,
+    fail,
+    glob_matches,
+    imports_of,
+    number,
+    runtime_table,
+    should_be,
+    shown,
+    yes_no,
+)
 
 pytestmark = pytest.mark.step(4, "An imports glob that catches nothing", points=15)
 

@@ -2,18 +2,23 @@
 
 import pytest
 
-from pytest_gpulab.containerd_toml import (
+from pytest_gpulab.grading import (
     CRI_V2,
     CRI_V3_RUNTIME,
+    Words,
     cri_containerd,
+    expect,
+    expect_value,
+    fail,
     find_key,
     glob_matches,
     imports_of,
     runtime_option,
     runtime_table,
+    should_be,
+    shown,
     table_name,
 )
-from pytest_gpulab.feedback import Words, expect, expect_value, fail, should_be, shown
 
 pytestmark = pytest.mark.step(5, "The version 3 configuration", points=10)
 

@@ -8,11 +8,7 @@ with no argument, the fake containerd serving the dump. The five runs start side
 
 import pytest
 
-from pytest_gpulab.containerd import generate_dump
-from pytest_gpulab.feedback import expect, listed
-from pytest_gpulab.kube import required_handlers
-from pytest_gpulab.scripts import Run
-from pytest_gpulab.verdicts import expect_verdict
+from pytest_gpulab.grading import Run, expect, expect_verdict, generate_dump, listed, required_handlers
 
 pytestmark = pytest.mark.step(6, "rc-crosscheck.sh cross-checks the cluster and the dump", points=20, needs=1)
 

@@ -2,10 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.answers import expect_answers, phrase, word, yes_no
-from pytest_gpulab.containerd_toml import CRI_V2, CRI_V3_RUNTIME
-from pytest_gpulab.feedback import expect, should_be
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading import CRI_V2, CRI_V3_RUNTIME, dig, expect, expect_answers, phrase, should_be, word, yes_no
 
 pytestmark = pytest.mark.step(7, "The default runtime and its blast radius", points=10)
 

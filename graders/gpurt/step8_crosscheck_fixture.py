@@ -2,10 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.containerd_toml import loaded_handlers
-from pytest_gpulab.feedback import expect, listed
-from pytest_gpulab.kube import required_handlers
-from pytest_gpulab.verdicts import expect_saved_verdict
+from pytest_gpulab.grading import expect, expect_saved_verdict, listed, loaded_handlers, required_handlers
 
 pytestmark = pytest.mark.step(8, "The checker on a partly loaded dump", points=10, needs=1)
 

@@ -2,9 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.feedback import expect, expect_value, should_be
-from pytest_gpulab.manifests import written_and_applied
-from pytest_gpulab.parsing import dig, quantity_bytes
+from pytest_gpulab.grading import dig, expect, expect_value, quantity_bytes, should_be, written_and_applied
 
 pytestmark = pytest.mark.step(1, "Training Pod on the GPU node", points=10)
 

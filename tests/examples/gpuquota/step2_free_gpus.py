@@ -2,8 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.feedback import expect_value
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading import dig, expect_value
 
 pytestmark = pytest.mark.step(2, "GPUs left", points=5)
 
