@@ -106,6 +106,14 @@ def test_the_grading_module_leaves_the_kubernetes_client_for_later():
     assert authoring.DoctoredView.__name__ == "DoctoredView"
 
 
+def test_the_readme_lists_every_name_of_the_grading_module():
+    readme = (CHECKOUT / "README.md").read_text()
+    section = readme[readme.index("## Authors: add a step") :].split("\n## ", 1)[0]
+    prose = re.sub(r"```.*?```", "", section, flags=re.S)
+    named = {word for code in re.findall(r"`([^`]+)`", prose) for word in re.findall(r"\w+", code)}
+    assert set(authoring.__all__) <= named, f"README's authoring guide leaves out {set(authoring.__all__) - named}"
+
+
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     """The example lab as a course author keeps it: a folder of labs outside this checkout."""
