@@ -3,17 +3,18 @@
 import pytest
 
 from pytest_gpulab.grading import (
-    StepFailed,
+    Answer,
     Words,
     dig,
     expect,
     expect_advertises,
     expect_advertises_none,
+    expect_answers,
     expect_value,
     fail,
     parse_quantity_number,
-    parse_yes_no,
     should_be,
+    word,
     written_and_applied,
     yaml_in,
 )
@@ -23,19 +24,26 @@ pytestmark = pytest.mark.step(7, "Time-slicing configuration and slot arithmetic
 CONFIG_MAP = "k8s/time-slicing.yaml"
 SLOTS = "out/slots.txt"
 SLICED_NODE = "lab-node-1"
-EXPECTED_NUMBERS = {
-    "PHYSICAL_GPUS": 4,
-    "REPLICAS": 5,
-    "ADVERTISED": 20,
-    "VRAM_PER_GPU_GIB": 40,
-    "VRAM_GUARANTEED_PER_SLOT_GIB": 0,
-    "VRAM_SHARED_PER_GPU_GIB": 40,
-}
-HINTS: dict[tuple[str, float | None], str] = {
-    (
-        "VRAM_GUARANTEED_PER_SLOT_GIB",
-        8,
-    ): "Time-slicing divides time, not memory: no slot is guaranteed any VRAM, so it is 0."
+VRAM_HINT = "Time-slicing divides time, not memory: no slot is guaranteed any VRAM, so it is 0."
+
+
+def amount(expected, hints=None):
+    """A number, with or without its unit (40, 40GiB, 40 GiB); ``hints`` by the wrong number a known mistake writes."""
+    return Answer(
+        Words(str(expected)),
+        lambda written: parse_quantity_number(written) == expected,
+        hint=lambda written: (hints or {}).get(parse_quantity_number(written)),
+    )
+
+
+ANSWERS = {
+    "PHYSICAL_GPUS": amount(4),
+    "REPLICAS": amount(5),
+    "ADVERTISED": amount(20),
+    "VRAM_PER_GPU_GIB": amount(40),
+    "VRAM_GUARANTEED_PER_SLOT_GIB": amount(0, hints={8: VRAM_HINT}),
+    "VRAM_SHARED_PER_GPU_GIB": amount(40),
+    "ISOLATION": word("none", "no", "n", "false", why="time-slicing gives no memory or fault isolation"),
 }
 
 
@@ -97,31 +105,5 @@ def test_node_advertises_slots(live, lab):
     expect_advertises_none(live, others, "nvidia.com/gpu", "20")
 
 
-def number_problem(key, written):
-    found = parse_quantity_number(written)
-    if found == EXPECTED_NUMBERS[key]:
-        return None
-    return StepFailed(should_be(key, Words(str(EXPECTED_NUMBERS[key])), written), hint=HINTS.get((key, found)))
-
-
 def test_slot_arithmetic(learner):
-    values = learner.file(SLOTS).key_values(*EXPECTED_NUMBERS, "ISOLATION")
-    problems = [problem for key in EXPECTED_NUMBERS if (problem := number_problem(key, values[key]))]
-    isolation = values["ISOLATION"].strip().lower()
-    if not (isolation == "none" or parse_yes_no(isolation) is False):
-        problems.append(
-            StepFailed(
-                should_be(
-                    "ISOLATION",
-                    Words("none"),
-                    values["ISOLATION"],
-                    why="time-slicing gives no memory or fault isolation",
-                )
-            )
-        )
-    if problems:
-        fail(
-            f"{SLOTS}: " + " ".join(p.message for p in problems),
-            hint=next((p.hint for p in problems if p.hint), None),
-            detail=values,
-        )
+    expect_answers(learner.file(SLOTS), ANSWERS)
