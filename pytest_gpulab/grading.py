@@ -90,7 +90,8 @@ from .nodes import (
     tolerations,
 )
 from .parsing import dig, parse_quantity_number, parse_yes_no, quantity_bytes, split_list, yaml_in
-from .scripts import Run, said
+from .script_result import said
+from .scripts import Run
 from .verdicts import expect_saved_verdict, expect_verdict, findings_in, says_ok
 
 if TYPE_CHECKING:

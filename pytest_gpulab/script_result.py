@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from dataclasses import dataclass
 
@@ -73,3 +74,32 @@ class ScriptResult:
 
     def stdout_lines(self) -> list[str]:
         return self.stdout.splitlines()
+
+
+def _bash_ran_another_language(result: ScriptResult) -> str | None:
+    """The #! interpreter bash ignored, when a script without the exec bit is not a shell script."""
+    if not result.ran_with_bash or len(result.command) < 2:
+        return None
+    try:
+        with open(result.command[1], "rb") as handle:
+            first = handle.readline(256).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    shells = ("sh", "bash", "dash", "ksh", "zsh")
+    interpreter = first[2:].split()[-1] if first.startswith("#!") and first[2:].split() else None
+    return interpreter if interpreter and os.path.basename(interpreter) not in shells else None
+
+
+def said(result: ScriptResult) -> str:
+    """What a script printed on stderr, for the learner: its first line, or a Python error's last line;
+    and why, when bash ran a script of another language because it was not executable.
+
+    Example:: f"{SCRIPT} {result.describe()}{said(result)}; it should exit 0."
+    """
+    if interpreter := _bash_ran_another_language(result):
+        return f" (it is not executable, so the grader ran it with bash, not with {interpreter}: chmod +x it)"
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    return f" (it said: {line[:200]})"

@@ -25,6 +25,7 @@ from .feedback import fail
 from .learner import LearnerFile
 from .runner import SandboxPlan, ScriptResult, run_script
 from .sandbox import Exposure, Layout, Sandbox, snapshot, tool_paths
+from .script_result import said as said  # its old home, kept for labs that import it from here
 
 if TYPE_CHECKING:
     from .clusterview import DoctoredView
@@ -34,35 +35,6 @@ def path_without(command: str, path: str) -> str:
     """``path`` without the directories that hold an executable ``command``."""
     kept = [d for d in path.split(os.pathsep) if d and not os.access(os.path.join(d, command), os.X_OK)]
     return os.pathsep.join(kept)
-
-
-def _bash_ran_another_language(result: ScriptResult) -> str | None:
-    """The #! interpreter bash ignored, when a script without the exec bit is not a shell script."""
-    if not result.ran_with_bash or len(result.command) < 2:
-        return None
-    try:
-        with open(result.command[1], "rb") as handle:
-            first = handle.readline(256).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
-    shells = ("sh", "bash", "dash", "ksh", "zsh")
-    interpreter = first[2:].split()[-1] if first.startswith("#!") and first[2:].split() else None
-    return interpreter if interpreter and os.path.basename(interpreter) not in shells else None
-
-
-def said(result: ScriptResult) -> str:
-    """What a script printed on stderr, for the learner: its first line, or a Python error's last line;
-    and why, when bash ran a script of another language because it was not executable.
-
-    Example:: f"{SCRIPT} {result.describe()}{said(result)}; it should exit 0."
-    """
-    if interpreter := _bash_ran_another_language(result):
-        return f" (it is not executable, so the grader ran it with bash, not with {interpreter}: chmod +x it)"
-    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
-    return f" (it said: {line[:200]})"
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,7 @@ from typing import Any
 from .answers import missing_and_extra
 from .feedback import expect, listed
 from .learner import LearnerFile
-from .runner import ScriptResult
-from .scripts import said
+from .script_result import ScriptResult, said
 
 
 @dataclass(frozen=True)
