@@ -15,14 +15,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("labs and base", {"errors", "waiting", "labfile", "labs", "kinds"}),
     ("the lab cluster", {"toolchain", "kwokctl", "kwokconfig", "ports", "transport", "bringup", "kwok", "snapshot",
                          "crowd", "upstream"}),
-    ("the sandbox and scripts", {"seccomp", "bwrap", "sandbox", "pipes", "supervision", "script_result", "runner",
+    ("the sandbox", {"seccomp", "bwrap", "sandbox", "pipes", "supervision", "script_result", "runner",
                                  "forward", "doctor", "clusterview", "containerd", "containerd_dumps"}),
-    ("the authors' grading helpers", {"feedback", "parsing", "learner", "live", "kube", "manifests",
+    ("grading helpers", {"feedback", "parsing", "learner", "live", "kube", "manifests",
                                       "containerd_toml", "nodes", "answers", "verdicts", "scripts", "grading"}),
     ("reports", {"steps", "reporting", "summary", "report_file", "gradescope"}),
     ("cohort grading", {"bundle", "unbundle", "regrade", "batch", "cohort_model", "cohort", "cohort_html", "jobs",
                         "autograder", "variants", "selftest"}),
-    ("the plugin and the command line", {"__init__", "plugin", "fixtures", "collect", "settings", "options", "guard",
+    ("plugin and CLI", {"__init__", "plugin", "fixtures", "collect", "settings", "options", "guard",
                                          "session", "cli", "cli_cohort"}),
 ]  # fmt: skip
 LAYER_OF = {module: index for index, (_, modules) in enumerate(LAYERS) for module in modules}
@@ -104,3 +104,18 @@ def test_no_import_goes_round():
     cycles = [cycle for module in sorted(graph) if (cycle := visit(module, []))]
     assert not cycles, " -> ".join(cycles[0])
     assert depth(graph) <= 13, f"the import graph is {depth(graph)} modules deep (13 is the bound: no deeper)"
+
+
+def test_the_readme_s_layout_lists_every_module_in_its_layer():
+    block = (PACKAGE.parent / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
+    listed: dict[str, set[str]] = {}
+    current = ""
+    for line in block.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            current = line[2:20].strip()
+        if current and line.startswith("  "):
+            listed.setdefault(current, set()).update(w for w in line[20:].split() if w.isidentifier())
+    present = set(import_graph())
+    expected = {name: (modules & present) - {"__init__"} for name, modules in LAYERS}
+    words = {"the", "authors", "one", "import"}
+    assert {layer: names - words for layer, names in listed.items()} == expected
