@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
+from pathlib import Path
 
 from pytest_gpulab.kwok import KwokCluster
 from pytest_gpulab.kwokconfig import etcd_client_env
@@ -64,3 +66,13 @@ def objects_of(cluster: KwokCluster) -> list[str]:
     listed = cluster.get_json("namespaces,configmaps", "--all-namespaces")
     return sorted(f"{item['kind']}/{json.dumps(item['metadata'].get('namespace'))}/{item['metadata']['name']}"
                   for item in listed["items"])  # fmt: skip
+
+
+def fingerprint(*roots: Path) -> dict[str, str]:
+    """Every file below ``roots`` with its content's hash."""
+    found = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            if path.is_file() and not path.is_symlink():
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found

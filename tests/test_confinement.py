@@ -9,7 +9,6 @@ The cross-learner case, inside a real ``gpulab grade-batch --jobs 2``, is in ``t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hostile_scripts import ETCD_ATTACK, SCAN_REPORT, etcd_keys, objects_of
+from hostile_scripts import ETCD_ATTACK, SCAN_REPORT, etcd_keys, fingerprint, objects_of
 
 from pytest_gpulab import sandbox
 from pytest_gpulab.scripts import ScriptRunner
@@ -52,15 +51,6 @@ def write(lab: Path, text: str) -> Path:
     script.write_text(text)
     script.chmod(0o755)
     return script
-
-
-def fingerprint(*roots: Path) -> dict[str, str]:
-    found = {}
-    for root in roots:
-        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
-            if path.is_file() and not path.is_symlink():
-                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
 
 
 def test_a_scan_of_every_loopback_port_finds_only_the_view_and_writes_no_etcd(runner, lab, gpuop_cluster):

@@ -6,7 +6,6 @@ Files are read through ``LearnerFile`` as every grader reads them; scripts are r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hostile_scripts import fingerprint
 
 from pytest_gpulab import sandbox
 from pytest_gpulab.feedback import StepFailed
@@ -172,16 +172,6 @@ SCRIPT_CASES = {
     "exit-by-signal": "#!/bin/sh\nkill -SEGV $$\n",
     "huge-file": "#!/bin/sh\nhead -c 200000000 /dev/zero > big\n",
 }
-
-
-def fingerprint(*roots: Path) -> dict[str, str]:
-    """Every file below ``roots`` with its content's hash."""
-    found = {}
-    for root in roots:
-        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
-            if path.is_file() and not path.is_symlink():
-                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
 
 
 def scripts_processes(uid: int | None = None) -> list[str]:
