@@ -5,6 +5,7 @@
     gpulab up gpuop         start the lab's cluster; prints the KUBECONFIG to export
     gpulab down gpuop       stop it and delete its state
     gpulab demo gpuop       grade the lab's reference solution on a fresh embedded cluster
+    gpulab selftest gpuop   prove the lab: its reference, its untouched start, its variants.toml
 
 Grading away from the learner's machine (``cli_cohort.py``): ``bundle``, ``grade``,
 ``grade-batch``, ``cohort-report``, ``job-manifest``, ``job-entry``, ``gradescope``.
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from . import toolchain
@@ -29,7 +31,10 @@ from .bundle import BundleError
 from .cli_cohort import add_commands
 from .kwok import KwokCluster, KwokClusterError
 from .labs import Lab, UnknownLab, discover
+from .selftest import report_selftest, run_selftest
+from .selftest_judge import Row
 from .toolchain import up_kubeconfig, up_workdir
+from .variants import VariantsError, load_variants
 
 
 def _lab_dirs(args: argparse.Namespace) -> list[Path]:
@@ -125,6 +130,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return subprocess.run(command, env=cluster.environment(), cwd=root, stdin=subprocess.DEVNULL).returncode
 
 
+def _progress(row: Row, finished: int, total: int) -> None:
+    print(f"[{finished}/{total}] {row.label}: {row.verdict} ({row.seconds:.1f}s)", file=sys.stderr, flush=True)
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    """The lab proven on fresh clusters (``selftest.py``): the matrix, and exit 1 on any disagreement."""
+    lab = _lab(args)
+    if not lab.reference.is_file():
+        print(f"gpulab: lab {lab.name} has no reference solution ({lab.reference})", file=sys.stderr)
+        return 1
+    load_variants(lab.folder)  # a mistake in variants.toml is named before any cluster starts
+    toolchain.build()
+    started = time.monotonic()
+    rows = run_selftest(lab, jobs=args.jobs, only=args.only or (), progress=_progress)
+    return report_selftest(lab.name, rows, time.monotonic() - started, args.jobs, sys.stdout)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpulab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -144,6 +166,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("lab")
     demo.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
     demo.set_defaults(run=cmd_demo)
+    selftest = commands.add_parser(
+        "selftest", help="prove a lab: its reference, its untouched start and its variants", parents=[lab_dir]
+    )
+    selftest.add_argument("lab")
+    selftest.add_argument("--jobs", type=int, default=1, help="gradings at once (a cluster each, or the reference's)")
+    selftest.add_argument(
+        "--only", action="append", metavar="NAME", help="only the reference and this variant (may be repeated)"
+    )
+    selftest.set_defaults(run=cmd_selftest)
     add_commands(commands, lab_dir)
     return parser
 
@@ -153,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args.lab_dirs = _lab_dirs(args) if hasattr(args, "lab_dir") else []
     try:
         return int(args.run(args))
-    except (KwokClusterError, toolchain.ToolchainError, UnknownLab, BundleError) as error:
+    except (KwokClusterError, toolchain.ToolchainError, UnknownLab, BundleError, VariantsError) as error:
         print(f"gpulab: {error}", file=sys.stderr)
         return 1
 
