@@ -22,11 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from benchkit import VENV_BIN, solved_cluster
-from gpuop_traps import TRAPS
-from variants import copy_root
 
 from pytest_gpulab.bundle import write_bundle
 from pytest_gpulab.labs import discover
+from pytest_gpulab.variants import TRAP, copy_root, load_variants
+
+CHECKOUT = Path(__file__).resolve().parent.parent
 
 PHASES = ("cluster_start", "restore", "grading", "total")
 
@@ -37,9 +38,10 @@ def make_bundles(work: Path, count: int) -> Path:
     lab = discover().get("gpuop")
     with solved_cluster("gpuop", work, "bench-batch-source") as (cluster, root):
         write_bundle(lab, root, cluster, bundles / "00-reference.gpulab.tar.gz")
-        for index, variant in enumerate(TRAPS[: count - 1], start=1):
+        traps = [v for v in load_variants(CHECKOUT / "graders" / "gpuop") if v.kind == TRAP and not v.own_cluster]
+        for index, variant in enumerate(traps[: count - 1], start=1):
             variant_root = copy_root(root, work / "roots" / variant.name)
-            variant.change(variant_root)
+            variant.apply_edits(variant_root)
             write_bundle(lab, variant_root, cluster, bundles / f"{index:02d}-{variant.name}.gpulab.tar.gz")
     return bundles
 

@@ -1,5 +1,6 @@
-"""A generated cohort of gpuop submissions: the reference, forms, every trap and two cluster states, each a
-lab root bundled with its own cluster's snapshot and graded live; plus two bundles that must be refused."""
+"""A generated cohort of gpuop submissions: the reference, forms, every trap that only edits files (of
+graders/gpuop/variants.toml) and two cluster states, each a lab root bundled with its own cluster's snapshot
+and graded live; plus two bundles that must be refused."""
 
 from __future__ import annotations
 
@@ -14,17 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuop_causes import CAUSES
 from gpuop_states import make_steps_6_and_8_mistakes, solve
-from gpuop_traps import TRAPS
-from gpuop_variants import FORMS
-from variants import copy_root
 
 from pytest_gpulab.bundle import MANIFEST, ROOT, manifest_checksum, write_bundle
 from pytest_gpulab.kwok import KwokCluster
 from pytest_gpulab.labs import discover
+from pytest_gpulab.variants import FORM, copy_root, load_variants
 
 LAB = "gpuop"
+VARIANTS = Path(__file__).resolve().parent.parent / "graders" / LAB  # the checkout's variants.toml
 ALL_STEPS = frozenset(range(1, 9))
 
 
@@ -86,12 +85,13 @@ class CohortBuilder:
         with KwokCluster.for_lab(LAB, name="cohort-reference") as cluster:
             solve(cluster, root)
             self.add("reference", root, cluster, frozenset())
-            for variant in [*FORMS[:forms], *TRAPS, *CAUSES]:
+            variants = [variant for variant in load_variants(VARIANTS) if not variant.own_cluster]
+            chosen = [variant for variant in variants if variant.kind == FORM][:forms]
+            for variant in chosen + [variant for variant in variants if variant.kind != FORM]:
                 variant_root = copy_root(root, self.base / "roots" / variant.name)
-                variant.change(variant_root)
-                step = variant.failing_step
-                kind = "form" if step is None else "trap"
-                self.add(f"{kind}-{variant.name}", variant_root, cluster, frozenset({step} if step else ()))
+                variant.apply_edits(variant_root)
+                step = variant.step
+                self.add(f"{variant.kind}-{variant.name}", variant_root, cluster, frozenset({step} if step else ()))
 
     def cluster_states(self) -> None:
         for learner, failing in (("state-untouched", ALL_STEPS), ("state-mistakes-6-8", frozenset({6, 8}))):
