@@ -141,7 +141,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         print(f"gpulab: lab {lab.name} has no reference solution ({lab.reference})", file=sys.stderr)
         return 1
     load_variants(lab.folder)  # a mistake in variants.toml is named before any cluster starts
-    toolchain.build()
+    toolchain.build(say=lambda message: print(message, file=sys.stderr, flush=True))  # stdout: the matrix
     started = time.monotonic()
     rows = run_selftest(lab, jobs=args.jobs, only=args.only or (), progress=_progress)
     return report_selftest(lab.name, rows, time.monotonic() - started, args.jobs, sys.stdout)
