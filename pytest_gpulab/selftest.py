@@ -8,11 +8,10 @@
   its step, with its words (:mod:`pytest_gpulab.selftest_judge`).
 
 Each row is graded by the real plugin, ``pytest --lab`` in a subprocess with
-``--gpulab-report`` and ``--lab-dir`` the lab's own folder, as ``gpulab grade`` does, and judged
-from that report.
-Variants that only edit files share the reference's cluster (grading only reads
-it); a variant that changes the cluster gets a cluster of its own. Usable
-without pytest: :func:`run_selftest`.
+``--gpulab-report`` (and ``--lab-dir`` the lab's own folder), as ``gpulab grade``
+does, and judged from that report. Variants that only edit files share the
+reference's cluster (grading only reads it); a variant that changes the cluster
+gets a cluster of its own. Usable without pytest: :func:`run_selftest`.
 """
 
 from __future__ import annotations
@@ -60,20 +59,15 @@ class Selftest:
     def solve(self, cluster: KwokCluster, root: Path, steps: Sequence[int] | None = None) -> None:
         root.mkdir(parents=True, exist_ok=True)
         command = ["bash", str(self.lab.reference), str(root), *map(str, steps or ())]
-        done = subprocess.run(
-            command, env=cluster.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-            timeout=SOLVE_TIMEOUT,
-        )  # fmt: skip
+        done = _bounded("the reference solution", command, env=cluster.environment(), capture_output=True, text=True)
         if done.returncode != 0:
             raise RowError(f"the reference solution failed (exit {done.returncode}): {tail(done.stderr)}")
 
     def run_shell(self, cluster: KwokCluster, root: Path, snippet: str) -> None:
         environment = {**cluster.environment(), "ROOT": str(root), "LAB_DIR": str(self.lab.folder)}
         environment["SOLVE"] = str(self.lab.reference)
-        done = subprocess.run(
-            ["bash", "-c", "set -euo pipefail\n" + snippet], cwd=root, env=environment, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=SOLVE_TIMEOUT,
-        )  # fmt: skip
+        command = ["bash", "-c", "set -euo pipefail\n" + snippet]
+        done = _bounded("the shell snippet", command, cwd=root, env=environment, capture_output=True, text=True)
         if done.returncode != 0:
             raise RowError(f"the shell snippet failed (exit {done.returncode}): {tail(done.stderr + done.stdout)}")
 
@@ -86,9 +80,9 @@ class Selftest:
             "--color=no", f"--lab-dir={self.lab.folder}", *args,
         ]  # fmt: skip
         with open(folder / "output.txt", "w") as output:
-            done = subprocess.run(
-                command, env=cluster.environment(), cwd=folder / "run", stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, timeout=GRADING_TIMEOUT,
+            done = _bounded(
+                "the grading", command, GRADING_TIMEOUT, env=cluster.environment(), cwd=folder / "run", stdout=output,
+                stderr=subprocess.STDOUT,
             )  # fmt: skip
         return read_report(report, done.returncode, folder / "output.txt")
 
@@ -115,6 +109,16 @@ class Selftest:
                 return self.grade(folder, root, cluster, variant.grader_args)
 
         return attempt(Row(variant.kind, variant), body, self.lab.name)
+
+
+def _bounded(
+    what: str, command: list[str], timeout: float = SOLVE_TIMEOUT, **options: Any
+) -> subprocess.CompletedProcess:
+    """``command`` run to its end, or a row error once ``timeout`` seconds have passed."""
+    try:
+        return subprocess.run(command, stdin=subprocess.DEVNULL, timeout=timeout, **options)
+    except subprocess.TimeoutExpired:
+        raise RowError(f"{what} did not finish within {timeout:.0f}s") from None
 
 
 class SharedReference:
