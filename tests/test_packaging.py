@@ -1,5 +1,6 @@
 """A wheel built from the checkout, in a fresh virtualenv: it grades gpuop, and finds the labs another
-installed package declares through the ``pytest_gpulab.labs`` entry point."""
+installed package declares through the ``pytest_gpulab.labs`` entry point, and proves them with
+``gpulab selftest``."""
 
 from __future__ import annotations
 
@@ -137,3 +138,14 @@ def test_a_fresh_virtualenv_grades_gpuop_and_finds_an_installed_course(fresh_ven
     summary = json.loads(report.read_text())["gpulab"]
     assert (summary["earned"], summary["possible"]) == (100, 100)
     assert "/venv/lib/" in graded.stdout.split("from ", 1)[1].split()[0]  # the installed lab, not the checkout's
+
+
+def test_an_installed_course_proves_its_lab_with_gpulab_selftest(fresh_venv, tmp_path):
+    """A course package's CI: `gpulab selftest` of the lab it installed (its variants.toml shipped with it)."""
+    done = subprocess.run(
+        [str(fresh_venv / "bin/gpulab"), "selftest", "gpuquota", "--jobs", "2"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    assert "trap trainer-without-toleration (fails 1)  F P  ok" in done.stdout
+    assert "gpuquota: 5 of 5 rows as declared" in done.stdout
