@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                                       "containerd_toml", "nodes", "answers", "verdicts", "scripts", "grading"}),
     ("reports", {"steps", "reporting", "summary", "report_file", "gradescope"}),
     ("cohort grading", {"bundle", "unbundle", "regrade", "batch", "cohort_model", "cohort", "cohort_html", "jobs",
-                        "autograder", "variants", "selftest"}),
+                        "autograder", "variants", "selftest", "selftest_judge", "selftest_state"}),
     ("plugin and CLI", {"__init__", "plugin", "fixtures", "collect", "settings", "options", "guard",
                                          "session", "cli", "cli_cohort"}),
 ]  # fmt: skip
