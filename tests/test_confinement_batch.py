@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cohort_cases import verdicts
 from grading import solve
-from hostile_scripts import ETCD_ATTACK, etcd_keys, objects_of
+from hostile_scripts import ETCD_ATTACK, PWNED, etcd_keys, objects_of
 
 from pytest_gpulab import sandbox
 from pytest_gpulab.bundle import write_bundle
@@ -62,7 +62,7 @@ def test_an_attacker_graded_beside_its_victim_changes_nothing_of_it(tmp_path, gp
     folder = bundles_of_attacker_and_victim(tmp_path)
     alone = grade_bundle(folder / "b-victim.gpulab.tar.gz", tmp_path / "alone")
     assert alone.status == "graded", alone.reason
-    canary = (etcd_keys(gpuop_cluster), objects_of(gpuop_cluster))
+    assert etcd_keys(gpuop_cluster) == [] and PWNED not in json.dumps(objects_of(gpuop_cluster))
     batch = subprocess.run(
         [str(Path(sys.executable).with_name("gpulab")), "grade-batch", str(folder), "--jobs", "2",
          "--out", str(tmp_path / "results")],
@@ -78,4 +78,5 @@ def test_an_attacker_graded_beside_its_victim_changes_nothing_of_it(tmp_path, gp
     scans = scans_in(crosscheck)
     assert scans, "the attack's runs report what they reached"
     assert all(scan == {"open": [8001], "etcd": [], "written": [], "created": []} for scan in scans), scans
-    assert (etcd_keys(gpuop_cluster), objects_of(gpuop_cluster)) == canary
+    # The canary is the shared cluster: what the attack would have written there is a key and a namespace.
+    assert etcd_keys(gpuop_cluster) == [] and PWNED not in json.dumps(objects_of(gpuop_cluster))
