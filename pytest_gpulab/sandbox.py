@@ -32,7 +32,7 @@ from functools import cache
 from pathlib import Path
 
 from . import seccomp
-from .bwrap import Exposure, Layout, command_line, script_environment, write_etc
+from .bwrap import SYSTEM_LINKS, Exposure, Layout, command_line, script_environment, write_etc
 
 __all__ = ["Exposure", "Layout", "ResourceLimits", "Sandbox", "probe", "snapshot", "tool_paths"]
 
@@ -134,16 +134,30 @@ def _accounts() -> frozenset[int]:
     return frozenset(entry.pw_uid for entry in pwd.getpwall())
 
 
+# What a tool in PREFIX/bin (or a pyenv shim in PREFIX/shims) may need beside it: its libraries, data and
+# interpreter versions; never the rest of a tool's home (a registry token in ~/.cargo, a module cache in ~/go).
+TOOL_HOME_PARTS = ("bin", "shims", "sbin", "lib", "lib64", "libexec", "share", "include", "versions", "plugins",
+                   "version", "pyvenv.cfg")  # fmt: skip
+
+
 def tool_paths(path_variable: str) -> list[Path]:
-    """The directories a script's tools come from: each PATH entry (a ``bin`` or ``shims`` one with its
-    parent, which holds what they run), and the Python that runs the fake containerd."""
+    """The directories a script's tools come from: each PATH entry (for a ``bin`` or ``shims`` one, the parts
+    of its parent in TOOL_HOME_PARTS, which hold what they run), and the Python that runs the fake containerd."""
     found: list[Path] = []
     for entry in path_variable.split(os.pathsep):
         if entry and Path(entry).is_absolute() and Path(entry).is_dir():
             directory = Path(entry)
-            found.append(directory.parent if directory.name in ("bin", "shims") else directory)
+            if directory.name in ("bin", "shims") and directory.parent != Path("/"):
+                found += [part for name in TOOL_HOME_PARTS if (part := directory.parent / name).exists()]
+            else:
+                found.append(directory)
     found += [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent]
-    return sorted(set(found), key=str)
+    return sorted({path for path in found if not _in_system(path)}, key=str)
+
+
+def _in_system(path: Path) -> bool:
+    """Whether the sandbox's root has ``path`` already: /usr, and the links into it (/bin, /lib...)."""
+    return path == Path("/") or path == Path("/usr") or Path("/usr") in path.parents or str(path) in SYSTEM_LINKS
 
 
 def snapshot(root: Path, into: Path) -> Path:

@@ -260,3 +260,21 @@ def test_the_lab_root_s_snapshot_is_bounded_and_drops_setuid_bits(tmp_path):
     copied = sum(path.stat().st_size for path in copy.iterdir() if path.is_file())
     assert copied <= sandbox.SNAPSHOT_TOTAL_LIMIT
     assert (copy / "setuid").stat().st_mode & 0o7777 == 0o755
+
+
+def test_a_tool_runs_but_the_rest_of_its_home_is_not_there(runner, lab, tmp_path, monkeypatch):
+    """A PATH entry PREFIX/bin brings what its tools need (lib, share, ...), never a token kept beside them."""
+    home = tmp_path / "toolhome"
+    (home / "bin").mkdir(parents=True)
+    (home / "share").mkdir()
+    (home / "share" / "greeting").write_text("hello from share\n")
+    (home / "credentials.toml").write_text(f"token = '{SECRET}'\n")
+    tool = home / "bin" / "greet"
+    tool.write_text(f"#!/bin/sh\ncat {home}/share/greeting\n")
+    tool.chmod(0o755)
+    for folder in (tmp_path, home, home / "bin", home / "share"):
+        folder.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{home / 'bin'}:{os.environ['PATH']}")
+    script = write(lab, f"#!/bin/sh\ngreet\ncat {home}/credentials.toml 2>/dev/null || echo absent\n")
+    result = runner.run(script).result
+    assert result.stdout == "hello from share\nabsent\n", result
