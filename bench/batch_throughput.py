@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from benchkit import VENV_BIN, solved_cluster
 
-from pytest_gpulab.bundle import write_bundle
+from pytest_gpulab.cohort.bundle import write_bundle
 from pytest_gpulab.labs import discover
-from pytest_gpulab.variants import TRAP, copy_root, load_variants
+from pytest_gpulab.selftest.variants import TRAP, copy_root, load_variants
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 

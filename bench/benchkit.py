@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.labs import discover
 
 VENV_BIN = Path(sys.executable).parent

@@ -15,7 +15,7 @@ import time
 
 from benchkit import figure
 
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.labs import discover
 
 

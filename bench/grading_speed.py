@@ -6,7 +6,7 @@ Phase 1, side by side in turn: the grader's whole process (`pytest --lab LAB`) a
 as a Killercoda/Instruqt-style verify script (bench/verify/LAB.sh: one kubectl, python3 or
 learner-script process per check). Phase 2, side by side in turn: the grader on that cluster and on
 a second one, solved the same way, then crowded with N extra nodes and P extra Pods
-(pytest_gpulab.crowd; 1,000 and 10,000 by default). Prints medians and the pairwise ratios.
+(pytest_gpulab.cluster.crowd; 1,000 and 10,000 by default). Prints medians and the pairwise ratios.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from benchkit import figure, grader, ratio, side_by_side, solved_cluster
 
-from pytest_gpulab.clusterview import DoctoredView
-from pytest_gpulab.containerd import FakeContainerd, generate_dump
-from pytest_gpulab.crowd import add_crowd
-from pytest_gpulab.nodes import daemonset_owner, name_of
+from pytest_gpulab.cluster.crowd import add_crowd
+from pytest_gpulab.grading.nodes import daemonset_owner, name_of
+from pytest_gpulab.sandbox.clusterview import DoctoredView
+from pytest_gpulab.sandbox.containerd import FakeContainerd, generate_dump
 
 VERIFY = Path(__file__).parent / "verify"
 # gpunode's preflight gate blocks on any custom taint, so its crowd is untainted (its DaemonSets select
@@ -41,7 +41,7 @@ def prepare(lab: str, fakes: Path, kubeconfig: Path, stack: contextlib.ExitStack
             (dumps / f"{name}-v{version}.toml").write_text(generate_dump(wanted - left, version))
     FakeContainerd(fakes / "gpurt-no-argument").serve_text(generate_dump(wanted - {"nvidai"}, 2))
     if lab == "gpunode":
-        from pytest_gpulab.live import LiveCluster
+        from pytest_gpulab.grading.live import LiveCluster
 
         live = LiveCluster.from_kubeconfig(str(kubeconfig))
         pods = [pod for pod in live.list("Pod", "nvidia-gpu-operator") if daemonset_owner(pod)]

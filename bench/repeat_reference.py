@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_gpulab.kwok import KwokCluster, KwokClusterError
+from pytest_gpulab.cluster.kwok import KwokCluster, KwokClusterError
 from pytest_gpulab.labs import discover
 
 

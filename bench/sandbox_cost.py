@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_gpulab import sandbox
-from pytest_gpulab.scripts import ScriptRunner
+from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.sandbox import confine as sandbox
 
 SCRIPT = "#!/bin/sh\ncontainerd config dump >/dev/null\necho OK\n"
 

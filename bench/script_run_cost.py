@@ -13,8 +13,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from pytest_gpulab import sandbox
-from pytest_gpulab.scripts import ScriptRunner
+from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.sandbox import confine as sandbox
 
 PLAIN = "#!/bin/sh\ncontainerd config dump >/dev/null\necho OK\n"
 CLUSTER = "#!/bin/sh\nkubectl get nodes -o name >/dev/null && echo OK\n"

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from benchkit import VENV_BIN, solved_cluster
 
-from pytest_gpulab import snapshot
-from pytest_gpulab.kwok import KwokCluster
-from pytest_gpulab.kwokconfig import etcd_client_env
-from pytest_gpulab.kwokctl import snapshot_command
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.cluster import snapshot
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.cluster.kwokconfig import etcd_client_env
+from pytest_gpulab.cluster.kwokctl import snapshot_command
+from pytest_gpulab.labs.waiting import wait_until
 
 
 def kwokctl(cluster: KwokCluster, verb: str, path: Path, fmt: str) -> float:

@@ -1,7 +1,7 @@
 """The containerd CLI's global flags, as the stand-in reads them and the grader reads its record.
 
 One definition for both: the stand-in script imports it from beside itself (it runs isolated,
-``python -I -S``, and imports nothing of pytest_gpulab), and ``pytest_gpulab.containerd`` imports it
+``python -I -S``, and imports nothing of pytest_gpulab), and ``pytest_gpulab.sandbox.containerd`` imports it
 as ``pytest_gpulab.fake_containerd.containerd_flags``. Standard library only.
 """
 

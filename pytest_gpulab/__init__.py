@@ -5,18 +5,21 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from . import _moved
+
 # Imported on first use: the kubernetes client alone takes ~0.4 s, and every pytest run
 # that has this plugin installed imports the package.
 _EXPORTS = {
-    "FakeContainerd": "containerd",
-    "KwokCluster": "kwok",
-    "KwokClusterError": "kwok",
-    "LiveCluster": "live",
-    "StepFailed": "feedback",
-    "expect": "feedback",
-    "fail": "feedback",
+    "FakeContainerd": "sandbox.containerd",
+    "KwokCluster": "cluster.kwok",
+    "KwokClusterError": "cluster.kwok",
+    "LiveCluster": "grading.live",
+    "StepFailed": "grading.feedback",
+    "expect": "grading.feedback",
+    "fail": "grading.feedback",
 }
 __all__ = sorted(_EXPORTS)
+_moved.install()
 
 
 def __getattr__(name: str) -> Any:

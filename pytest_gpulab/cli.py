@@ -26,15 +26,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import toolchain
-from .bundle import BundleError
 from .cli_cohort import add_commands
-from .kwok import KwokCluster, KwokClusterError
-from .labs import Lab, UnknownLab, discover
-from .selftest import report_selftest, run_selftest
-from .selftest_judge import Row
-from .toolchain import up_kubeconfig, up_workdir
-from .variants import VariantsError, load_variants
+from .cluster import toolchain
+from .cluster.kwok import KwokCluster, KwokClusterError
+from .cluster.toolchain import up_kubeconfig, up_workdir
+from .cohort.bundle import BundleError
+from .labs.discovery import Lab, UnknownLab, discover
+from .selftest.judge import Row
+from .selftest.prove import report_selftest, run_selftest
+from .selftest.variants import VariantsError, load_variants
 
 
 def _lab_dirs(args: argparse.Namespace) -> list[Path]:

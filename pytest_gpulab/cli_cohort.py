@@ -18,13 +18,14 @@ from typing import Any
 
 import yaml
 
-from . import autograder, jobs, snapshot
-from .batch import bundles_in, grade_batch
-from .bundle import write_bundle
-from .cohort import write_reports
-from .labs import discover
-from .regrade import GRADED, REFUSED, grade_bundle, learner_name
-from .toolchain import up_kubeconfig
+from .cluster import snapshot
+from .cluster.toolchain import up_kubeconfig
+from .cohort import autograder, jobs
+from .cohort.batch import bundles_in, grade_batch
+from .cohort.bundle import write_bundle
+from .cohort.regrade import GRADED, REFUSED, grade_bundle, learner_name
+from .cohort.report import write_reports
+from .labs.discovery import discover
 
 
 def _lab_dirs(args: argparse.Namespace) -> list[Path]:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from .labfile import LAB_FILE, LabFileError, load_lab
-from .steps import check_name_of, explicit_check
+from .labs.labfile import LAB_FILE, LabFileError, load_lab
+from .reports.steps import check_name_of, explicit_check
 
 STEP_FILE = re.compile(r"(?:test_)?step_?0*(\d+)(?:[_-]\w*)?\.py")
 

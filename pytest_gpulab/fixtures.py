@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import sandbox
-from .containerd import FakeContainerd
-from .feedback import GradingError, fail
-from .kwok import KwokCluster, KwokClusterError
-from .labs import Lab
-from .learner import LearnerWork
-from .scripts import LearnerScripts, ScriptRunner
+from .cluster.kwok import KwokCluster, KwokClusterError
+from .grading.feedback import GradingError, fail
+from .grading.learner import LearnerWork
+from .grading.scripts import LearnerScripts, ScriptRunner
+from .labs.discovery import Lab
+from .sandbox import confine as sandbox
+from .sandbox.containerd import FakeContainerd
 from .settings import RunSettings, effective_kubeconfig
 
 if TYPE_CHECKING:
-    from .live import LiveCluster
+    from .grading.live import LiveCluster
 
 settings_key = pytest.StashKey[RunSettings]()
 connection_key = pytest.StashKey["LabClusterConnection"]()  # for the report's count of cluster reads
@@ -127,7 +127,7 @@ def lab_cluster(gpulab_settings: RunSettings, lab: Lab, pytestconfig: pytest.Con
 
 def _connect(kubeconfig: str | None, lab: str) -> LabClusterConnection:
     # Imported here: the kubernetes client is slow to import, and `pytest --help` needs none of it.
-    from .live import ClusterUnreachable, LiveCluster
+    from .grading.live import ClusterUnreachable, LiveCluster
 
     try:
         live = LiveCluster.from_kubeconfig(kubeconfig)

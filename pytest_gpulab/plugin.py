@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 
-from . import reporting, sandbox
 from . import settings as settings_mod
 from .collect import LabFolder, StepModule, is_lab_folder, lab_name_of
-from .feedback import StepBlocked, StepFailed, listed
 from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures)
     fake_containerd,
     feedback,
@@ -35,14 +33,17 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
     settings_key,
     step_random,
 )
+from .grading.feedback import StepBlocked, StepFailed, listed
+from .grading.live import warm_up
 from .guard import stay_out_of
-from .labfile import Lab, load_lab
-from .live import warm_up
+from .labs.labfile import Lab, load_lab
 from .options import add_options
-from .report_file import test_metadata
-from .reporting import BLOCKED, ERROR, FAILED, CheckRun, results_key
+from .reports import reporting
+from .reports.report_file import test_metadata
+from .reports.reporting import BLOCKED, ERROR, FAILED, CheckRun, results_key
+from .reports.steps import STEP_SIGNATURE, check_of, step_of, validate_needs, validate_points
+from .sandbox import confine as sandbox
 from .session import GradingReports
-from .steps import STEP_SIGNATURE, check_of, step_of, validate_needs, validate_points
 
 early_lab_key = pytest.StashKey[tuple[Lab | None, settings_mod.Found | None]]()
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from . import gradescope, report_file, sandbox, summary
 from .fixtures import connection_key, settings_key
-from .reporting import NOT_GRADED, StepResult, results_key, step_results
+from .reports import gradescope, report_file, summary
+from .reports.reporting import NOT_GRADED, StepResult, results_key, step_results
+from .sandbox import confine as sandbox
 from .settings import RunSettings
 
 INTERRUPTED_BY = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.INTERNAL_ERROR: "internal error"}

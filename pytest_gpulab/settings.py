@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from . import toolchain
-from .labs import Catalog, Lab, UnknownLab, discover
+from .cluster import toolchain
+from .labs.discovery import Catalog, Lab, UnknownLab, discover
 from .options import (
     DEFAULT_SCRIPT_TIMEOUT,
     GRADESCOPE,

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from pytest_gpulab import bundle
-from pytest_gpulab.bundle import FORMAT, MANIFEST, ROOT, SNAPSHOT, Limits
+from pytest_gpulab.cohort import bundle
+from pytest_gpulab.cohort.bundle import FORMAT, MANIFEST, ROOT, SNAPSHOT, Limits
+from pytest_gpulab.cohort.unbundle import BundleRefused, open_bundle
 from pytest_gpulab.labs import discover
-from pytest_gpulab.unbundle import BundleRefused, open_bundle
 
 SNAP = b"any bytes stand for the etcd snapshot"
 FILES = {"a.txt": b"hello\n", "bin/run.sh": b"#!/bin/sh\n", "d/e/f/deep.bin": bytes(range(256)) * 9, "empty": b""}

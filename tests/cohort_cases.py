@@ -17,10 +17,10 @@ from typing import Any
 
 from gpuop_states import make_steps_6_and_8_mistakes, solve
 
-from pytest_gpulab.bundle import MANIFEST, ROOT, manifest_checksum, write_bundle
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.cohort.bundle import MANIFEST, ROOT, manifest_checksum, write_bundle
 from pytest_gpulab.labs import discover
-from pytest_gpulab.variants import FORM, copy_root, load_variants
+from pytest_gpulab.selftest.variants import FORM, copy_root, load_variants
 
 LAB = "gpuop"
 VARIANTS = Path(__file__).resolve().parent.parent / "graders" / LAB  # the checkout's variants.toml

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_gpulab.regrade import Outcome
-from pytest_gpulab.report_file import write_atomically
+from pytest_gpulab.cohort.regrade import Outcome
+from pytest_gpulab.reports.report_file import write_atomically
 
 # The cohort: four steps, twelve graded learners (P passed, F failed, B blocked, E error, N not graded),
 # one bundle refused and one whose grading failed.

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from cohort_cases import CohortBuilder, CohortRun
 
-from pytest_gpulab import toolchain
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster import toolchain
+from pytest_gpulab.cluster.kwok import KwokCluster
 
 
 @pytest.fixture(scope="session", autouse=True)

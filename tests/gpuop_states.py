@@ -6,8 +6,8 @@ from pathlib import Path
 
 import grading
 
-from pytest_gpulab.kwok import KwokCluster
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.labs.waiting import wait_until
 
 
 def solve(cluster: KwokCluster, root: Path, *steps: int) -> None:

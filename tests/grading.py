@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.labs import discover
 
 

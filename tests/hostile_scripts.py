@@ -7,8 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from pytest_gpulab.kwok import KwokCluster
-from pytest_gpulab.kwokconfig import etcd_client_env
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.cluster.kwokconfig import etcd_client_env
 
 PWNED = "gpulab-pwned"
 

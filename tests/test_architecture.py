@@ -8,30 +8,43 @@ So the cluster layer imports no grading helper, and the sandbox none of the grad
 from __future__ import annotations
 
 import ast
+import importlib
+import re
+import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_gpulab"
+# The layers, bottom first: each a subpackage (the plugin and CLI sit at the package's top).
 LAYERS: list[tuple[str, set[str]]] = [
-    ("labs and base", {"errors", "waiting", "labfile", "labs", "kinds"}),
-    ("the lab cluster", {"toolchain", "kwokctl", "kwokconfig", "ports", "transport", "bringup", "kwok", "snapshot",
-                         "crowd", "upstream"}),
-    ("the sandbox", {"seccomp", "bwrap", "sandbox", "pipes", "supervision", "script_result", "runner",
-                                 "forward", "doctor", "clusterview", "containerd", "containerd_dumps"}),
-    ("grading helpers", {"feedback", "parsing", "learner", "live", "kube", "manifests",
-                                      "containerd_toml", "nodes", "answers", "verdicts", "scripts", "grading"}),
-    ("reports", {"steps", "reporting", "summary", "report_file", "gradescope"}),
-    ("cohort grading", {"bundle", "unbundle", "regrade", "batch", "cohort_model", "cohort", "cohort_html", "jobs",
-                        "autograder", "variants", "selftest", "selftest_judge", "selftest_state"}),
-    ("plugin and CLI", {"__init__", "plugin", "fixtures", "collect", "settings", "options", "guard",
-                                         "session", "cli", "cli_cohort"}),
-]  # fmt: skip
-LAYER_OF = {module: index for index, (_, modules) in enumerate(LAYERS) for module in modules}
+    ("labs and their files", {"labs"}),
+    ("the lab cluster", {"cluster"}),
+    ("the sandbox and scripts", {"sandbox"}),
+    ("the authors' grading helpers", {"grading"}),
+    ("reports", {"reports"}),
+    ("cohort grading and selftest", {"cohort", "selftest"}),
+    ("plugin and CLI", {""}),
+]
+LAYER_OF = {folder: index for index, (_, folders) in enumerate(LAYERS) for folder in folders}
+OUTSIDE = {"graders", "fake_containerd"}  # shipped inside the package, not part of its layers
+
+
+def module_name(path: Path) -> str:
+    """``cluster/kwok.py`` -> ``cluster.kwok``; ``grading/__init__.py`` -> ``grading``; ``plugin.py`` -> ``plugin``."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> int:
+    return LAYER_OF[module.split(".")[0] if "." in module or module in LAYER_OF else ""]
 
 
 class _Imports(ast.NodeVisitor):
-    """The package's modules a module imports when it runs."""
+    """The package's modules a module imports when it runs, as names under the package."""
 
-    def __init__(self) -> None:
+    def __init__(self, package: list[str]) -> None:
+        self.package = package
         self.found: set[str] = set()
 
     def visit_If(self, node: ast.If) -> None:
@@ -40,19 +53,31 @@ class _Imports(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level == 1:
-            names = [node.module] if node.module else [alias.name for alias in node.names]
-            self.found.update(name.split(".")[0] for name in names)
-        elif node.module and node.module.startswith("pytest_gpulab."):
-            self.found.add(node.module.split(".")[1])
+        if node.level:
+            base = self.package[: len(self.package) - node.level + 1]
+        elif node.module and node.module.startswith("pytest_gpulab"):
+            base, node = [], ast.ImportFrom(node.module.removeprefix("pytest_gpulab").lstrip("."), node.names, 0)
+        else:
+            return
+        target = [*base, *(node.module.split(".") if node.module else [])]
+        for alias in node.names:
+            self.found.add(_existing([*target, alias.name]) or ".".join(target))
+
+
+def _existing(parts: list[str]) -> str | None:
+    """The dotted name if it is one of the package's modules (a name imported from a package may be one)."""
+    path = PACKAGE.joinpath(*parts)
+    return ".".join(parts) if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file() else None
 
 
 def import_graph() -> dict[str, set[str]]:
     graph = {}
-    for path in sorted(PACKAGE.glob("*.py")):
-        visitor = _Imports()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        visitor = _Imports([part for part in package if part])
         visitor.visit(ast.parse(path.read_text()))
-        graph[path.stem] = {name for name in visitor.found if name != "fake_containerd" and name != path.stem}
+        graph[name] = {found for found in visitor.found if found.split(".")[0] not in OUTSIDE and found != name}
     return graph
 
 
@@ -70,17 +95,18 @@ def depth(graph: dict[str, set[str]]) -> int:
     return max(longest(module, frozenset()) for module in graph)
 
 
-def test_every_module_has_a_layer():
-    unplaced = sorted(set(import_graph()) - set(LAYER_OF))
+def test_every_subpackage_has_a_layer():
+    folders = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    unplaced = sorted(folders - set(LAYER_OF))
     assert not unplaced, f"place {unplaced} in a layer of tests/test_architecture.py (LAYERS)"
 
 
 def test_imports_point_down():
     upward = [
-        f"{module} ({LAYERS[LAYER_OF[module]][0]}) imports {name} ({LAYERS[LAYER_OF[name]][0]})"
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {name} ({LAYERS[layer_of(name)][0]})"
         for module, names in import_graph().items()
         for name in sorted(names)
-        if module in LAYER_OF and name in LAYER_OF and LAYER_OF[name] > LAYER_OF[module]
+        if layer_of(name) > layer_of(module)
     ]
     assert not upward, upward
 
@@ -106,16 +132,59 @@ def test_no_import_goes_round():
     assert depth(graph) <= 13, f"the import graph is {depth(graph)} modules deep (13 is the bound: no deeper)"
 
 
-def test_the_readme_s_layout_lists_every_module_in_its_layer():
+def test_the_readme_s_layout_lists_every_folder_and_module():
+    """Each folder's line (and the lines under it, indented further) names its modules after a colon."""
     block = (PACKAGE.parent / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
     listed: dict[str, set[str]] = {}
-    current = ""
+    folder = ""
     for line in block.splitlines():
-        if line.startswith("  ") and not line.startswith("   "):
-            current = line[2:20].strip()
-        if current and line.startswith("  "):
-            listed.setdefault(current, set()).update(w for w in line[20:].split() if w.isidentifier())
-    present = set(import_graph())
-    expected = {name: (modules & present) - {"__init__"} for name, modules in LAYERS}
-    words = {"the", "authors", "one", "import"}
-    assert {layer: names - words for layer, names in listed.items()} == expected
+        if line.startswith("  ") and line.split()[0].endswith("/"):
+            folder = line.split()[0].rstrip("/")
+        elif line and not line.startswith(" "):
+            folder = "" if line.startswith("pytest_gpulab/") else "-"
+        names = line.split(":", 1)[1] if ":" in line else line if line.startswith("    ") else ""
+        listed.setdefault(folder, set()).update(w for w in names.split() if w.isidentifier())
+    expected: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        folder = path.parent.relative_to(PACKAGE).as_posix().replace(".", "")
+        if path.stem != "__init__" and folder.split("/")[0] not in OUTSIDE:
+            expected.setdefault(folder, set()).add(path.stem)
+    listed.pop("-", None)
+    assert {folder: listed.get(folder, set()) for folder in expected} == expected
+
+
+OLD_PATHS = {
+    "pytest_gpulab.kwok": ("KwokCluster", "pytest_gpulab.cluster.kwok"),
+    "pytest_gpulab.containerd": ("FakeContainerd", "pytest_gpulab.sandbox.containerd"),
+    "pytest_gpulab.runner": ("run_script", "pytest_gpulab.sandbox.runner"),
+    "pytest_gpulab.live": ("LiveCluster", "pytest_gpulab.grading.live"),
+    "pytest_gpulab.clusterview": ("DoctoredView", "pytest_gpulab.sandbox.clusterview"),
+    "pytest_gpulab.bwrap": ("command_line", "pytest_gpulab.sandbox.bwrap"),
+    "pytest_gpulab.feedback": ("expect", "pytest_gpulab.grading.feedback"),
+    "pytest_gpulab.scripts": ("Run", "pytest_gpulab.grading.scripts"),
+}
+
+
+@pytest.mark.parametrize("old", sorted(OLD_PATHS))
+def test_a_path_the_readme_documented_before_the_folders_still_imports_and_says_where_it_went(old):
+    name, new = OLD_PATHS[old]
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=re.escape(f"{old} moved to {new}")):
+        module = importlib.import_module(old)
+    assert getattr(module, name) is getattr(importlib.import_module(new), name)
+    sys.modules.pop(old, None)
+
+
+def test_every_moved_path_names_a_module_that_exists():
+    from pytest_gpulab import _moved
+
+    for old, new in _moved.MOVED.items():
+        assert _existing(new.split(".")), f"pytest_gpulab.{old} aliases {new}, which is not a module"
+
+
+def test_the_old_sandbox_module_s_names_still_read_from_the_package():
+    from pytest_gpulab.sandbox import confine
+
+    with pytest.warns(DeprecationWarning, match="moved to pytest_gpulab.sandbox.confine.Sandbox"):
+        from pytest_gpulab.sandbox import Sandbox
+    assert Sandbox is confine.Sandbox

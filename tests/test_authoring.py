@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import itertools
 import re
 import shutil
@@ -16,7 +17,7 @@ import pytest
 from grading import json_report
 
 from pytest_gpulab import grading as authoring
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.labs import discover
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -67,7 +68,7 @@ def defined_where(name: str) -> str:
     """The module the grading module takes ``name`` from."""
     for node in ast.walk(ast.parse(Path(authoring.__file__).read_text())):
         if isinstance(node, ast.ImportFrom) and name in {alias.name for alias in node.names}:
-            return f"pytest_gpulab.{node.module}"
+            return importlib.util.resolve_name("." * node.level + (node.module or ""), authoring.__name__)
     raise AssertionError(f"grading does not import {name}")
 
 

@@ -21,9 +21,9 @@ import bundle_forge as forge
 import pytest
 from bundle_forge import FILES, SMALL, Files, gz, honest, manifest, member, refuse, swapped, tree, write
 
-from pytest_gpulab import bundle
-from pytest_gpulab.bundle import LIMITS, MANIFEST, SNAPSHOT, Limits
-from pytest_gpulab.unbundle import BundleRefused, open_bundle
+from pytest_gpulab.cohort import bundle
+from pytest_gpulab.cohort.bundle import LIMITS, MANIFEST, SNAPSHOT, Limits
+from pytest_gpulab.cohort.unbundle import BundleRefused, open_bundle
 
 BOMB = 8 << 20  # unpacked bytes of each bomb: some 150 times all that SMALL allows
 LINK = "a symbolic link (links are not followed)"
@@ -236,7 +236,7 @@ def test_a_deeply_nested_manifest_is_refused(tmp_path: Path) -> None:
 
 def test_a_pax_header_of_digits_does_not_hang_the_grader(tmp_path: Path) -> None:
     path = write(tmp_path, gz(swapped(2, member("pax", b"7" * (2 << 20), tarfile.XHDTYPE) + honest()[2])))
-    code = "import sys, pathlib, pytest_gpulab.unbundle as u\ntry: u.open_bundle(*map(pathlib.Path, sys.argv[1:]))\n"
+    code = "import sys, pathlib, pytest_gpulab.cohort.unbundle as u\ntry: u.open_bundle(*map(pathlib.Path, sys.argv[1:]))\n"
     code += "except u.BundleRefused: pass"
     try:
         subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "into")], timeout=2.5, check=True)

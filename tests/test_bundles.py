@@ -15,7 +15,7 @@ import pytest
 from browser_kit import dump_dom, needs_chromium, parse_dom
 from cohort_cases import CohortRun, verdicts
 
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.labs.waiting import wait_until
 
 GPULAB = str(Path(sys.executable).with_name("gpulab"))
 pytestmark = pytest.mark.timeout(3600)  # the session's cohort is made and graded in the first test's setup
@@ -73,7 +73,7 @@ def test_the_batch_shows_its_progress_and_writes_every_report(gpuop_cohort: Coho
 
 def test_bundle_command_writes_the_lab_root_and_the_cluster(gpuop_cohort: CohortRun, tmp_path):
     """`gpulab bundle` itself, on the cohort's reference: links are left out and listed."""
-    from pytest_gpulab.kwok import KwokCluster
+    from pytest_gpulab.cluster.kwok import KwokCluster
 
     root = gpuop_cohort.builder.base / "reference-root"
     with KwokCluster.for_lab("gpuop", name="tests-bundle-command") as cluster:
@@ -144,10 +144,10 @@ def test_the_other_labs_references_pass_every_step_from_a_bundle(lab, tmp_path):
     """gpurt's RuntimeClasses and gpunode's MachineConfigPool custom resources come back with the snapshot."""
     from grading import solve
 
-    from pytest_gpulab.bundle import write_bundle
-    from pytest_gpulab.kwok import KwokCluster
+    from pytest_gpulab.cluster.kwok import KwokCluster
+    from pytest_gpulab.cohort.bundle import write_bundle
+    from pytest_gpulab.cohort.regrade import grade_bundle
     from pytest_gpulab.labs import discover
-    from pytest_gpulab.regrade import grade_bundle
 
     (tmp_path / "root").mkdir()
     with KwokCluster.for_lab(lab, name=f"tests-bundle-{lab}") as cluster:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from processes import processes_mentioning, running_commands
 
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.labs.waiting import wait_until
 
 
 def gpulab(*args, env=None):

@@ -2,9 +2,9 @@
 
 import json
 
-from pytest_gpulab.kwok import KwokCluster
-from pytest_gpulab.labs import NodeSpec
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.labs.labfile import NodeSpec
+from pytest_gpulab.labs.waiting import wait_until
 
 
 def apply(cluster: KwokCluster, manifest: str) -> None:

@@ -4,7 +4,7 @@ import json
 import shlex
 import time
 
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
 
 LAB_TOML = 'name = "mini"\ntitle = "Mini"\ndefault_root = "/nonexistent"\nrubric_version = "1"\n'
 FILE_STEP = 'import pytest\npytestmark = pytest.mark.step({n}, "Files")\n\ndef test_files():\n    pass\n'

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from processes import listening, processes_mentioning, running_commands
 
-from pytest_gpulab import ports
-from pytest_gpulab.kwok import KwokCluster, KwokClusterError
-from pytest_gpulab.kwokconfig import etcd_client_env
-from pytest_gpulab.kwokctl import port_is_free
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.cluster import ports
+from pytest_gpulab.cluster.kwok import KwokCluster, KwokClusterError
+from pytest_gpulab.cluster.kwokconfig import etcd_client_env
+from pytest_gpulab.cluster.kwokctl import port_is_free
+from pytest_gpulab.labs.waiting import wait_until
 
 EXAMPLES = Path(__file__).parent / "examples"
 LABS = ("gpuop", "gpurt", "gpunode", "gpuquota")  # gpuquota: the example lab in tests/examples
@@ -26,7 +26,7 @@ LABS = ("gpuop", "gpurt", "gpunode", "gpuquota")  # gpuquota: the example lab in
 CHILD = """
 import json, sys
 from pathlib import Path
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
 
 lab, workdir, lab_dir = sys.argv[1:]
 print("loaded", flush=True)
@@ -182,7 +182,7 @@ def test_etcd_refuses_another_user(gpuop_cluster):
 RESERVER = """
 import sys
 from pathlib import Path
-from pytest_gpulab import ports
+from pytest_gpulab.cluster import ports
 
 owner, count, *starts = sys.argv[1:]
 held = [ports.reserve(Path(owner) / str(index), [int(start) for start in starts]) for index in range(int(count))]

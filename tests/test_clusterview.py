@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_gpulab import toolchain
-from pytest_gpulab.clusterview import MAX_CONNECTIONS, DoctoredView
-from pytest_gpulab.kwok import KwokCluster
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.cluster import toolchain
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.labs.waiting import wait_until
+from pytest_gpulab.sandbox.clusterview import MAX_CONNECTIONS, DoctoredView
 
 NS = "view-test"
 DAEMONSET = f"""

@@ -29,7 +29,7 @@ from cohort_page_data import (
     build_results,
 )
 
-from pytest_gpulab.cohort import write_reports
+from pytest_gpulab.cohort.report import write_reports
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from hostile_scripts import ETCD_ATTACK, PWNED, SCAN_REPORT, etcd_keys, fingerprint, objects_of
 
-from pytest_gpulab import sandbox
-from pytest_gpulab.scripts import ScriptRunner
+from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.sandbox import confine as sandbox
 
 SANDBOX = sandbox.probe()
 pytestmark = pytest.mark.skipif(not SANDBOX.namespaces, reason=f"no sandbox here: {SANDBOX.describe()}")

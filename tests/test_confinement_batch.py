@@ -18,12 +18,12 @@ from cohort_cases import verdicts
 from grading import solve
 from hostile_scripts import ETCD_ATTACK, PWNED, etcd_keys, objects_of
 
-from pytest_gpulab import sandbox
-from pytest_gpulab.bundle import write_bundle
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.cohort.bundle import write_bundle
+from pytest_gpulab.cohort.regrade import grade_bundle
 from pytest_gpulab.labs import discover
-from pytest_gpulab.regrade import grade_bundle
-from pytest_gpulab.variants import copy_root
+from pytest_gpulab.sandbox import confine as sandbox
+from pytest_gpulab.selftest.variants import copy_root
 
 LAB = "gpurt"
 CROSSCHECK = "bin/rc-crosscheck.sh"

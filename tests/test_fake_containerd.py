@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.containerd import (
+from pytest_gpulab.sandbox.containerd import (
     FakeContainerd,
     available_dumps,
     dump_path,

@@ -15,7 +15,7 @@ from pathlib import Path
 import grading
 import pytest
 
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
 
 LAB = "gpurt"
 

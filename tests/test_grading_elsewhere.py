@@ -13,8 +13,8 @@ import pytest
 import yaml
 from cohort_cases import CohortRun
 
-from pytest_gpulab import toolchain
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.cluster import toolchain
+from pytest_gpulab.labs.waiting import wait_until
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 GPULAB = str(Path(sys.executable).with_name("gpulab"))

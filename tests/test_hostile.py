@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from hostile_scripts import fingerprint
 
-from pytest_gpulab import sandbox
-from pytest_gpulab.feedback import StepFailed
-from pytest_gpulab.learner import LearnerWork
-from pytest_gpulab.scripts import ScriptRunner
+from pytest_gpulab.grading.feedback import StepFailed
+from pytest_gpulab.grading.learner import LearnerWork
+from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.sandbox import confine as sandbox
 
 READ_SECONDS = 5.0
 READ_PEAK_BYTES = 64 * 1024 * 1024

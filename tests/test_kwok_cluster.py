@@ -5,8 +5,8 @@ import socket
 import pytest
 from processes import processes_mentioning
 
-from pytest_gpulab.kwok import KwokCluster, KwokClusterError
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.cluster.kwok import KwokCluster, KwokClusterError
+from pytest_gpulab.labs.waiting import wait_until
 
 
 def test_missing_binaries_say_what_to_run(tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.labfile import LabFileError, load_lab
+from pytest_gpulab.labs.labfile import LabFileError, load_lab
 
 HEAD = 'name = "demo"\ntitle = "Demo"\ndefault_root = "~/demo"\nrubric_version = 3\n'
 

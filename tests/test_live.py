@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from pytest_gpulab.feedback import GradingError
-from pytest_gpulab.live import LiveCluster
-from pytest_gpulab.parsing import dig
+from pytest_gpulab.grading.feedback import GradingError
+from pytest_gpulab.grading.live import LiveCluster
+from pytest_gpulab.grading.parsing import dig
 
 
 def name_of(obj: dict | None) -> str | None:
@@ -29,7 +29,7 @@ def test_reads_objects_and_says_none_for_a_missing_one(gpuop_cluster):
 
 
 def test_a_cluster_that_stopped_answering_is_a_grading_error(tmp_path):
-    from pytest_gpulab.kwok import KwokCluster
+    from pytest_gpulab.cluster.kwok import KwokCluster
 
     with KwokCluster.for_lab("gpuop", name="tests-vanishing", workdir=tmp_path / "kwok") as cluster:
         live = LiveCluster.from_kubeconfig(str(cluster.kubeconfig))

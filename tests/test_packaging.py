@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab import toolchain
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster import toolchain
+from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.labs import discover
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -106,6 +106,11 @@ def test_the_wheel_ships_every_lab_file_and_no_bytecode(fresh_venv):
     assert expected <= set(names), expected - set(names)
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     assert "pytest_gpulab/py.typed" in names
+    package = CHECKOUT / "pytest_gpulab"
+    modules = {f"pytest_gpulab/{path.relative_to(package).as_posix()}" for path in package.rglob("*.py")}
+    pins = {f"pytest_gpulab/{path.relative_to(package).as_posix()}" for path in package.glob("cluster/gomod/*/*")}
+    assert modules | pins <= set(names), sorted((modules | pins) - set(names))
+    assert {"pytest_gpulab/cluster/gomod/kubernetes/go.mod", "pytest_gpulab/sandbox/forward.py"} <= set(names)
 
 
 def test_a_fresh_virtualenv_grades_gpuop_and_finds_an_installed_course(fresh_venv, tmp_path):

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from pytest_gpulab.containerd_toml import glob_matches, imports_of, parse_key_path
-from pytest_gpulab.feedback import StepFailed
-from pytest_gpulab.parsing import (
+from pytest_gpulab.grading.containerd_toml import glob_matches, imports_of, parse_key_path
+from pytest_gpulab.grading.feedback import StepFailed
+from pytest_gpulab.grading.parsing import (
     load_toml,
     load_yaml_documents,
     parse_key_values,

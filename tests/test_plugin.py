@@ -6,7 +6,7 @@ import pytest
 
 GRADER = """
 import pytest
-from pytest_gpulab.feedback import fail
+from pytest_gpulab.grading.feedback import fail
 
 pytestmark = pytest.mark.step(3, "A wrong answer", points=7)
 
@@ -167,7 +167,7 @@ def test_a_step_of_several_tests_earns_its_points_only_when_all_pass(pytester):
     pytester.makepyfile(
         test_split="""
 import pytest
-from pytest_gpulab.feedback import fail
+from pytest_gpulab.grading.feedback import fail
 pytestmark = pytest.mark.step(2, "Two checks", points=10)
 
 def test_first():
@@ -273,7 +273,7 @@ def test_any_detail_is_recorded_and_the_report_is_written(pytester):
         test_odd="""
 import datetime
 import pytest
-from pytest_gpulab.feedback import fail
+from pytest_gpulab.grading.feedback import fail
 
 @pytest.mark.step(1, "Odd detail")
 def test_odd():
@@ -296,8 +296,8 @@ def test_odd():
 
 
 def test_learner_scripts_get_the_cluster_only_when_a_step_asks(tmp_path, monkeypatch):
-    from pytest_gpulab.containerd import FakeContainerd
-    from pytest_gpulab.scripts import ScriptRunner
+    from pytest_gpulab.grading.scripts import ScriptRunner
+    from pytest_gpulab.sandbox.containerd import FakeContainerd
 
     monkeypatch.delenv("KUBECONFIG", raising=False)
     script = tmp_path / "show.sh"
@@ -396,7 +396,7 @@ def test_right():
 
 @pytest.mark.check("renamed", points=4)
 def test_wrong():
-    from pytest_gpulab.feedback import fail
+    from pytest_gpulab.grading.feedback import fail
     fail("Wrong.")
 """,
     )

@@ -19,7 +19,7 @@ def test_right():
 """,
     "step2_wrong": """
 import pytest
-from pytest_gpulab.feedback import fail
+from pytest_gpulab.grading.feedback import fail
 pytestmark = pytest.mark.step(2, "Wrong", points=10)
 
 def test_wrong():
@@ -27,7 +27,7 @@ def test_wrong():
 """,
     "step3_needs_two": """
 import pytest
-from pytest_gpulab.feedback import blocked_unless, fail
+from pytest_gpulab.grading.feedback import blocked_unless, fail
 pytestmark = pytest.mark.step(3, "Needs two", points=7, needs=2)
 
 def test_what_step_two_made():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.runner import ScriptResult, run_script
-from pytest_gpulab.waiting import wait_until
+from pytest_gpulab.labs.waiting import wait_until
+from pytest_gpulab.sandbox.runner import ScriptResult, run_script
 
 
 def write(path: Path, text: str, executable: bool = True) -> Path:
@@ -240,7 +240,7 @@ def test_killed_by_signal(tmp_path, scratch):
 
 
 def test_runs_the_fake_containerd(tmp_path, scratch):
-    from pytest_gpulab.containerd import FakeContainerd
+    from pytest_gpulab.sandbox.containerd import FakeContainerd
 
     fake = FakeContainerd(tmp_path / "fake")
     script = write(

@@ -1,5 +1,5 @@
 """Grading reads by name and selector: its requests, and the bytes that come back, stay the same when
-the cluster around the lab grows by hundreds of nodes and thousands of Pods (pytest_gpulab.crowd)."""
+the cluster around the lab grows by hundreds of nodes and thousands of Pods (pytest_gpulab.cluster.crowd)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from grading import json_report, solve
 
-from pytest_gpulab.crowd import add_crowd
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.crowd import add_crowd
+from pytest_gpulab.cluster.kwok import KwokCluster
 
 EXTRA_NODES, EXTRA_PODS = 100, 1000
 # A grader that lists every node reads some 2 KB more per node (every Pod, 1.5 KB): 200 KB here, as much

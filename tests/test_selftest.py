@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.variants import load_variants
+from pytest_gpulab.selftest.variants import load_variants
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 LAB_DIRS = {

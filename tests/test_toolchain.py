@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from pytest_gpulab import toolchain
+from pytest_gpulab.cluster import toolchain
 
 
 def test_versions_are_read_from_the_pinned_go_modules():

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab import toolchain
+from pytest_gpulab.cluster import toolchain
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 IMAGE = "localhost/gpulab-base:bookworm"
-# The Job's securityContext (pytest_gpulab.jobs), in podman's words.
+# The Job's securityContext (pytest_gpulab.cohort.jobs), in podman's words.
 JOB_CONTEXT = [
     "--user=1000:1000", "--cap-drop=all", "--security-opt=no-new-privileges", "--read-only",
     "--uidmap=0:200000:65536", "--gidmap=0:200000:65536", "--security-opt=unmask=ALL",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.selftest_judge import REFERENCE, START, Row, judge, matrix
-from pytest_gpulab.variants import EditFailed, VariantsError, load_variants
+from pytest_gpulab.selftest.judge import REFERENCE, START, Row, judge, matrix
+from pytest_gpulab.selftest.variants import EditFailed, VariantsError, load_variants
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from hostile_scripts import ETCD_ATTACK
 
-from pytest_gpulab import sandbox
-from pytest_gpulab.kwok import KwokCluster
-from pytest_gpulab.scripts import ScriptRunner
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.sandbox import confine as sandbox
 
 CASES = {
     "whoami": "#!/bin/sh\nid -u\n",

@@ -1,0 +1,187 @@
+"""Grading a submission bundle away from the learner's machine: ``gpulab grade BUNDLE``.
+
+The bundle is opened into a directory of the grader's own; a fresh lab cluster
+takes the bundle's snapshot; then ``pytest --lab`` grades the bundled lab root
+against it, exactly as on the learner's machine, and writes the same reports.
+The seed comes from the bundle's checksum, so a re-grade makes the same random
+choices. ``OUT`` gets::
+
+    report.json     the grading report (``--gpulab-report``)
+    results.json    Gradescope's results (``--gradescope-results``)
+    junit.xml       JUnit
+    output.txt      what pytest printed
+    bundle.json     the bundle's manifest
+    outcome.json    written last: graded, refused (with why) or error (try again)
+
+Usable without pytest: :func:`grade_bundle`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cluster import snapshot
+from ..cluster.kwok import KwokClusterError
+from ..labs.discovery import UnknownLab, discover
+from ..reports.report_file import write_atomically
+from .bundle import sha256_file, tool_versions
+from .unbundle import BundleRefused, OpenedBundle, open_bundle
+
+GRADED, REFUSED, ERROR = "graded", "refused", "error"
+GRADING_TIMEOUT = 1800.0
+CLUSTER_ATTEMPTS = 2
+
+
+@dataclass
+class Outcome:
+    """What became of one bundle: ``outcome.json``."""
+
+    learner: str
+    bundle: str
+    bundle_sha256: str
+    status: str = ERROR
+    reason: str | None = None
+    lab: str | None = None
+    rubric_bundled: str | None = None
+    rubric_graded: str | None = None
+    seed: int | None = None
+    earned: int | None = None
+    possible: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def learner_name(bundle: Path) -> str:
+    name = bundle.name
+    for suffix in (".gpulab.tar.gz", ".tar.gz", ".tgz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _timed(outcome: Outcome, phase: str, started: float) -> float:
+    now = time.monotonic()
+    outcome.seconds[phase] = round(now - started, 3)
+    return now
+
+
+def _version_warnings(manifest: dict[str, Any]) -> list[str]:
+    ours, theirs = tool_versions(), manifest.get("tools") or {}
+    return [
+        f"bundled with {tool} {theirs.get(tool)}, graded with {ours[tool]}"
+        for tool in ("kubernetes", "etcd", "kwok")
+        if theirs.get(tool) != ours[tool]
+    ]
+
+
+def _pytest_command(
+    opened: OpenedBundle, kubeconfig: Path, out: Path, seed: int, lab_dirs: Sequence[Path]
+) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", f"--lab={opened.lab}", f"--lab-root={opened.root}",
+        f"--kubeconfig={kubeconfig}", f"--lab-seed={seed}", f"--gpulab-report={out / 'report.json'}",
+        f"--gradescope-results={out / 'results.json'}", f"--junitxml={out / 'junit.xml'}",
+        "-p", "no:cacheprovider", "--color=no", *(f"--lab-dir={path}" for path in lab_dirs),
+    ]  # fmt: skip
+
+
+def _grade_restored(opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path]) -> None:
+    started = time.monotonic()
+    with snapshot.grading_cluster() as cluster:
+        started = _timed(outcome, "cluster_start", started)
+        snapshot.restore(cluster, opened.snapshot)
+        started = _timed(outcome, "restore", started)
+        if calling := snapshot.calling_out(cluster):
+            raise BundleRefused(
+                f"the bundle's cluster holds {', '.join(calling)}, which would have the grading cluster's API "
+                "server call out to an address of the bundle's choosing; no lab makes one"
+            )
+        run_dir = work / "run"  # pytest's rootdir: nothing of the learner's is in it
+        run_dir.mkdir(exist_ok=True)
+        command = _pytest_command(opened, cluster.kubeconfig, out, outcome.seed or 0, lab_dirs)
+        with open(out / "output.txt", "w") as output:
+            result = subprocess.run(
+                command, env=cluster.environment(), cwd=run_dir, stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, timeout=GRADING_TIMEOUT,
+            )  # fmt: skip
+        _timed(outcome, "grading", started)
+    _read_report(outcome, out, result.returncode)
+
+
+def _grade_in_a_fresh_cluster(
+    opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path]
+) -> None:
+    """A cluster that did not come up, or not restored, is not the bundle's fault: a second fresh one is tried,
+    and the components' logs of a failure kept in ``cluster-logs.txt``."""
+    for attempt in range(1, CLUSTER_ATTEMPTS + 1):
+        try:
+            return _grade_restored(opened, outcome, out, work, lab_dirs)
+        except snapshot.RestoreNotReady as error:
+            (out / "cluster-logs.txt").write_text(f"attempt {attempt}: {error}\n{error.logs}\n")
+            if attempt == CLUSTER_ATTEMPTS:
+                raise
+            outcome.warnings.append(f"attempt {attempt}: {error}; graded in another fresh cluster")
+
+
+def _read_report(outcome: Outcome, out: Path, returncode: int) -> None:
+    try:
+        report = json.loads((out / "report.json").read_text())
+    except (OSError, ValueError):
+        report = {}
+    if returncode not in (0, 1) or not report.get("complete"):
+        outcome.reason = f"pytest ended with exit status {returncode} before the grading was complete; see output.txt"
+        return
+    outcome.status, outcome.earned, outcome.possible = GRADED, report["earned"], report["possible"]
+    outcome.rubric_graded = report.get("rubric_version")
+
+
+def _open(bundle: Path, outcome: Outcome, work: Path, lab_dirs: Sequence[Path], seed: int | None) -> OpenedBundle:
+    opened = open_bundle(bundle, work / "bundle")
+    manifest = opened.manifest
+    outcome.lab, outcome.rubric_bundled = opened.lab, str(manifest.get("rubric_version"))
+    outcome.seed = seed if seed is not None else int(manifest["checksum"][:8], 16)
+    outcome.warnings = _version_warnings(manifest)
+    try:
+        discover(lab_dirs).get(opened.lab)
+    except UnknownLab as error:
+        raise BundleRefused(f"the bundle is of lab {opened.lab!r}, which this grader does not have: {error}") from None
+    return opened
+
+
+def grade_bundle(
+    bundle: Path,
+    out: Path,
+    *,
+    learner: str | None = None,
+    seed: int | None = None,
+    lab_dirs: Sequence[Path] = (),
+) -> Outcome:
+    """Grade one bundle into ``out``; never raises for a bad bundle or a failed cluster (see the outcome)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "outcome.json").unlink(missing_ok=True)
+    outcome = Outcome(learner or learner_name(bundle), bundle.name, sha256_file(bundle) if bundle.is_file() else "")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpulab-grade-") as work:
+        try:
+            opened = _open(bundle, outcome, Path(work), lab_dirs, seed)
+            write_atomically(out / "bundle.json", opened.manifest)
+            _timed(outcome, "open", started)
+            _grade_in_a_fresh_cluster(opened, outcome, out, Path(work), lab_dirs)
+        except (BundleRefused, snapshot.SnapshotRefused) as refusal:
+            outcome.status, outcome.reason = REFUSED, str(refusal)
+        except (KwokClusterError, subprocess.TimeoutExpired, OSError) as error:
+            outcome.status, outcome.reason = ERROR, f"the grading could not run: {error}"
+    outcome.seconds["total"] = round(time.monotonic() - started, 3)
+    write_atomically(out / "outcome.json", outcome.as_dict())
+    return outcome

@@ -1,0 +1,280 @@
+"""Learner scripts as a grader runs them, over :func:`pytest_gpulab.sandbox.runner.run_script`.
+
+Each run gets a fresh scratch directory and a fake ``containerd`` first on
+PATH serving the dump the grader chose. The cluster's kubeconfig and the
+pinned kubectl are added only for a step whose script reads the cluster
+(``cluster=True``); ``containerd=False`` runs the script as on a machine
+without containerd. Usable without pytest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..cluster import toolchain
+from ..sandbox.bwrap import blanks_for, view_kubeconfig, write_etc
+from ..sandbox.confine import Exposure, Layout, Sandbox, snapshot, tool_paths
+from ..sandbox.containerd import FakeContainerd, shim_path
+from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
+from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
+from .feedback import fail
+from .learner import LearnerFile
+
+if TYPE_CHECKING:
+    from ..sandbox.clusterview import DoctoredView
+
+
+def path_without(command: str, path: str) -> str:
+    """``path`` without the directories that hold an executable ``command``."""
+    kept = [d for d in path.split(os.pathsep) if d and not os.access(os.path.join(d, command), os.X_OK)]
+    return os.pathsep.join(kept)
+
+
+@dataclass(frozen=True)
+class LearnerRun:
+    """One run of a learner script, and what the fake containerd saw during it."""
+
+    result: ScriptResult
+    containerd: FakeContainerd
+    user: int | None = None  # the uid it ran as, where the grader chose one (a root grader's sandbox)
+
+    def asked_for_config_dump(self) -> bool:
+        return self.containerd.asked_for_config_dump()
+
+
+class ScriptRunner:
+    """Runs learner scripts below ``work``, one fresh directory per run; in ``sandbox`` when given, where
+    the lab root is a read-only snapshot and the cluster is reached through a read-only view of it."""
+
+    def __init__(
+        self,
+        work: Path,
+        timeout: float,
+        kubeconfig: Callable[[], str | None],
+        *,
+        lab_root: Path | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
+        self.work = Path(work)
+        self.timeout = timeout
+        self._kubeconfig = kubeconfig
+        self._counter = itertools.count(1)
+        self.lab_root = lab_root
+        self.sandbox = sandbox
+        self._view: DoctoredView | None = None
+        self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """Where runs started ahead run: one per core, since each is a few processes' start-up."""
+        with self._shared:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="gpulab-run")
+            return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        if self._view is not None:
+            self._view.__exit__(None, None, None)
+            self._view = None
+
+    def cluster_view(self) -> DoctoredView:
+        """The read-only view of the lab cluster that ``cluster`` scripts read, made by the first one
+        (it hides nothing, and refuses every change)."""
+        with self._shared:
+            if self._view is None:
+                from ..sandbox.clusterview import DoctoredView  # the kubernetes client is slow to import
+
+                upstream = self._kubeconfig() or os.path.expanduser("~/.kube/config")
+                self._view = DoctoredView(upstream, (), self.work / "cluster-view").__enter__()
+            return self._view
+
+    def _exposures(
+        self, script: Path, args: tuple[str, ...], fake: FakeContainerd, env: dict[str, str]
+    ) -> list[Exposure]:
+        """The lab root (or the script's own folder) as a read-only snapshot; the fake containerd, read-only
+        but for the one file it records calls in; the tools on PATH; and the files the grader names in its
+        arguments (a generated dump), read-only."""
+        root = self.lab_root
+        if root is not None and root in script.parents:
+            with self._shared:
+                seen = [Exposure(snapshot(root, self.work / "lab-snapshot"), root)]
+        else:
+            seen = [Exposure(script.parent, script.parent)]
+        seen += [Exposure(fake.directory, fake.directory), Exposure(fake.calls_file, fake.calls_file, read_only=False)]
+        seen += [Exposure(tool, tool) for tool in tool_paths(env.get("PATH", "")) if tool != Path("/")]
+        seen.append(Exposure(shim_path().parent, shim_path().parent))
+        given = [Path(arg) for arg in args if arg.startswith("/") and os.path.isfile(arg)]  # no socket, no device
+        return seen + [Exposure(path, path) for path in given if root is None or root not in path.parents]
+
+    def _plan(
+        self,
+        script: Path,
+        args: tuple[str, ...],
+        fake: FakeContainerd,
+        scratch: Path,
+        env: dict[str, str],
+        view: DoctoredView | None,
+    ) -> SandboxPlan | None:
+        """What the script sees in the sandbox: its exposures, empty writable blanks (its scratch among
+        them), and for a script that reads the cluster the view's socket behind a forwarder."""
+        if self.sandbox is None:
+            return None
+        user = self.sandbox.run_user()
+        fake.calls_file.touch()
+        if user is not None:
+            for writable in (fake.calls_file, scratch):  # the scratch directory matters where no sandbox is
+                os.chown(writable, user, user)
+        seen = self._exposures(script, args, fake, env)
+        blanks = blanks_for(self.lab_root, env.get("HOME"), scratch, seen)
+        layout = Layout(
+            tuple(seen), blanks, scratch, write_etc(scratch.parent / "etc", user),
+            cluster_socket=view.socket if view is not None else None,
+            kubeconfig=view_kubeconfig(self.work / "sandbox") if view is not None else None, run_user=user,
+        )  # fmt: skip
+        return SandboxPlan(self.sandbox, layout)
+
+    def _environment(
+        self, fake: FakeContainerd, *, containerd: bool, cluster: bool, view: DoctoredView | None
+    ) -> tuple[list[Path], dict[str, str]]:
+        """PATH's additions and the variables a run gets: KUBECONFIG only when its step reads the cluster,
+        naming the read-only view (or, for a runner given no sandbox at all, the cluster's own)."""
+        prefix: list[Path] = [fake.bin_dir] if containerd else []
+        extra: dict[str, str] = {"KUBECONFIG": ""}
+        if not containerd:
+            extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
+        if cluster:
+            extra["KUBECONFIG"] = str(view.kubeconfig) if view is not None else self._kubeconfig() or ""
+            prefix.append(toolchain.bin_dir())
+        return prefix, extra
+
+    def run(
+        self,
+        script: Path | LearnerFile,
+        *args: str,
+        dump: str | None = None,
+        dump_text: str | None = None,
+        cluster: bool = False,
+        containerd: bool = True,
+        fake: FakeContainerd | None = None,
+        scratch: Path | None = None,
+        view: DoctoredView | None = None,
+    ) -> LearnerRun:
+        """Run ``script``: ``dump`` names a shipped dump, ``dump_text`` is one the grader generated;
+        ``view`` shows a ``cluster`` script another view of the cluster than the lab's own
+        (a :class:`pytest_gpulab.sandbox.clusterview.DoctoredView`)."""
+        __tracebackhide__ = True
+        path = script.path if isinstance(script, LearnerFile) else Path(script)
+        if not path.is_file():
+            fail(
+                f"{script} is not a regular file."
+                if path.exists()
+                else f"{script} does not exist; create it as the step asks."
+            )
+        run_dir = self.work / f"run-{next(self._counter)}"
+        fake = fake or FakeContainerd(run_dir / "fake-containerd")
+        if dump is not None:
+            fake.serve_dump(dump)
+        if dump_text is not None:
+            fake.serve_text(dump_text)
+        scratch = scratch or run_dir / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        if cluster and self.sandbox is not None:
+            view = view or self.cluster_view()
+        prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, view=view if cluster else None)
+        env = {**os.environ, **extra}
+        env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
+        plan = self._plan(Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, env, view)
+        result = run_script(
+            path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
+        )
+        return LearnerRun(result, fake, plan.layout.run_user if plan is not None else None)
+
+    def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:
+        return ScriptRuns(self, script)
+
+
+class Run:
+    """A run of a script to start ahead of the checks that read it: ``Run("arg", dump="v2-runc-only")``.
+
+    Example:: script_runner.runs_of(learner.file(SCRIPT)).ahead(Run(dump="v2-runc-only"), Run("ns", cluster=True))
+    """
+
+    def __init__(self, *args: str, **options: Any) -> None:
+        self.args, self.options = args, options
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        return (self.args, tuple(sorted(self.options.items())))
+
+
+class ScriptRuns:
+    """The runs of one learner script, each distinct run made once: a step's checks share them."""
+
+    def __init__(self, runner: ScriptRunner, script: Path | LearnerFile) -> None:
+        self.runner = runner
+        self.script = script
+        self._runs: dict[tuple[object, ...], Future[LearnerRun]] = {}
+
+    def ahead(self, *runs: Run) -> ScriptRuns:
+        """Start ``runs`` side by side now (they do not depend on each other); a check then waits for its own."""
+        for planned in runs:
+            if planned.key not in self._runs:
+                self._runs[planned.key] = self.runner.pool.submit(
+                    self.runner.run, self.script, *planned.args, **planned.options
+                )
+        return self
+
+    def run(self, *args: str, **options: Any) -> LearnerRun:
+        """As :meth:`ScriptRunner.run`; the same arguments and options give the same (first) run."""
+        __tracebackhide__ = True
+        planned = Run(*args, **options)
+        if planned.key not in self._runs:
+            done: Future[LearnerRun] = Future()
+            try:
+                done.set_result(self.runner.run(self.script, *args, **options))
+            except Exception as failure:  # a check failure (no such script) is every asker's
+                done.set_exception(failure)
+            self._runs[planned.key] = done
+        return self._runs[planned.key].result()
+
+
+@dataclass
+class LearnerScripts:
+    """The function-scoped runner: this check's own fake containerd and scratch directory."""
+
+    runner: ScriptRunner
+    fake_containerd: FakeContainerd
+    scratch: Path
+
+    def run(
+        self,
+        script: Path | LearnerFile,
+        *args: str,
+        dump: str | None = None,
+        cluster: bool = False,
+        containerd: bool = True,
+    ) -> ScriptResult:
+        """Run ``script``; ``dump`` names the fake containerd's dump; ``cluster`` gives the script the
+        lab cluster's kubeconfig and the pinned kubectl, for steps whose scripts read the cluster."""
+        __tracebackhide__ = True
+        run = self.runner.run(
+            script,
+            *args,
+            dump=dump,
+            cluster=cluster,
+            containerd=containerd,
+            fake=self.fake_containerd,
+            scratch=self.scratch,
+        )
+        return run.result

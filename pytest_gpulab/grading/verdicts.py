@@ -1,0 +1,124 @@
+"""What a learner's checker script concluded: its ``PREFIX=...`` lines, ``OK``, and its exit status.
+
+The labs' checkers share one contract: print one ``MISSING=``/``STALE=``/``BLOCKED=`` line per
+finding and exit 1, or print ``OK`` and exit 0. :func:`expect_verdict` compares a run with the
+findings the grader computed and says, in one sentence, what the script did instead;
+:func:`expect_saved_verdict` does the same for a copy of its output the learner saved at a
+moment of the lab. Lines that are neither (progress, a header) are ignored; findings are
+compared as a set, each printed once. Usable without pytest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..sandbox.script_result import ScriptResult, said
+from .answers import missing_and_extra
+from .feedback import expect, listed
+from .learner import LearnerFile
+
+
+@dataclass(frozen=True)
+class Verdict:
+    findings: tuple[str, ...]  # the PREFIX= lines as printed (key upper-cased), in order
+    ok: bool
+    exit_code: int | None
+
+    def repeated(self) -> list[str]:
+        return sorted(line for line, count in Counter(self.findings).items() if count > 1)
+
+
+def findings_in(text: str, prefix: str) -> tuple[str, ...]:
+    """The ``PREFIX=...`` lines of a script's output or a saved copy of it, in order (key upper-cased).
+
+    Example:: findings_in("checking\nmissing=nvidia\n", "MISSING")  # ("MISSING=nvidia",)
+    """
+    marker = f"{prefix.upper()}="
+    lines = (line.strip() for line in text.splitlines())
+    return tuple(marker + line[len(marker) :].strip() for line in lines if line.upper().startswith(marker))
+
+
+def says_ok(text: str) -> bool:
+    """Whether a line of the text is ``OK`` alone (any case).
+
+    Example:: says_ok(learner.file("out/coverage.txt").text())
+    """
+    return any(line.strip().upper() == "OK" for line in text.splitlines())
+
+
+def verdict_of(result: ScriptResult, prefix: str) -> Verdict:
+    return Verdict(findings_in(result.stdout, prefix), says_ok(result.stdout), result.exit_code)
+
+
+def expect_verdict(
+    result: ScriptResult,
+    script: str,
+    given: str,
+    expected: Iterable[str],
+    *,
+    prefix: str,
+    hint: Callable[[set[str]], str | None] | None = None,
+    detail: Any = None,
+) -> Verdict:
+    """``expected`` findings and exit 1, or (none expected) ``OK`` and exit 0. ``given`` opens the sentence
+    ("Run on nvidia-gpu-operator"); ``hint`` sees the findings printed, for a known wrong one.
+
+    Example:: expect_verdict(run.result, "bin/ds-coverage.sh", "Run on research", set(), prefix="MISSING")
+    """
+    __tracebackhide__ = True
+    verdict = verdict_of(result, prefix)
+    wanted, printed = set(expected), set(verdict.findings)
+    facts = {
+        **(detail or {}),
+        "expected": sorted(wanted),
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "exit": result.exit_code,
+    }
+    did = f"{given}, {script} {result.describe()}{said(result)} and printed {listed(verdict.findings) or f'no {prefix}= line'}"
+    if wanted:
+        should = f"it should print {listed(sorted(wanted))}, each once, and exit 1"
+        right = printed == wanted and not verdict.repeated() and result.exit_code == 1
+    else:
+        should = "it should print OK and exit 0"
+        right = verdict.ok and not printed and result.exit_code == 0
+    differs = missing_and_extra(wanted, printed)
+    expect(
+        right,
+        f"{did}; {should}" + (f" (its output {differs})." if differs else "."),
+        hint=hint(printed) if hint else None,
+        detail=facts,
+    )
+    return verdict
+
+
+def expect_saved_verdict(
+    file: LearnerFile,
+    expected: Iterable[str],
+    *,
+    prefix: str,
+    why: str,
+    hint: Callable[[Verdict], str | None] | None = None,
+    detail: Any = None,
+) -> Verdict:
+    """A checker's output the learner saved at a moment of the lab: exactly the ``expected`` findings and no
+    ``OK``, or (none expected) ``OK``. ``why`` says what that moment found; ``hint`` sees what was saved.
+
+    Example:: expect_saved_verdict(learner.file("out/preflight.txt"), {"BLOCKED=mcp/worker"}, prefix="BLOCKED", why="what the gate finds at step 7")
+    """
+    __tracebackhide__ = True
+    text = file.text()
+    saved = Verdict(findings_in(text, prefix), says_ok(text), None)
+    wanted, found = set(expected), set(saved.findings)
+    should = f"exactly {listed(sorted(wanted))}" if wanted else "OK"
+    expect(
+        found == wanted and saved.ok is not bool(wanted),
+        f"{file} should hold {should}, {why}; found {listed(sorted(found)) or f'no {prefix} line'}"
+        + (" and OK." if saved.ok else "."),
+        hint=hint(saved) if hint else None,
+        detail={**(detail or {}), "expected": sorted(wanted), "saved": text},
+    )
+    return saved
