@@ -119,9 +119,9 @@ def test_a_hostile_file_is_a_clean_failure_in_bounded_time_and_memory(tmp_path, 
     (tmp_path / "outside.txt").write_text("READY=3\nsecret\n")
     {**COMMON, **SPECIFIC[kind]}[case](path)
     learner_file = LearnerWork(root).file(NAMES[kind])
-    started = time.monotonic()
+    started = time.thread_time()  # the reader's own CPU time: a busy machine does not make it slow
     outcome = read(kind, learner_file)
-    assert time.monotonic() - started < READ_SECONDS
+    assert time.thread_time() - started < READ_SECONDS
     tracemalloc.start()  # a second read, for its memory: tracing slows it down
     try:
         read(kind, learner_file)
