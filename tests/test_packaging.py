@@ -48,12 +48,13 @@ def run(*command: str | Path, cwd: Path | None = None) -> subprocess.CompletedPr
     return result
 
 
-def build_wheel(source: Path, out: Path) -> Path:
-    """The source's wheel, built offline with this environment's setuptools."""
+def build_wheel(source: Path, out: Path, name: str) -> Path:
+    """The source's wheel (``name``'s, since ``out`` may hold others), built offline with this environment's
+    setuptools."""
     run(
         sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", out, source
     )
-    return next(out.glob("*.whl"))
+    return next(out.glob(f"{name}-*.whl"))
 
 
 def tracked_copy(target: Path) -> Path:
@@ -86,8 +87,8 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         pytest.fail(f"no wheelhouse at {WHEELHOUSE}: run scripts/setup, which makes it")
     work = tmp_path_factory.mktemp("packaging")
     wheels = work / "dist"
-    ours = build_wheel(tracked_copy(work / "checkout"), wheels)
-    theirs = build_wheel(course_package(work / "course"), wheels)
+    ours = build_wheel(tracked_copy(work / "checkout"), wheels, "pytest_gpulab")
+    theirs = build_wheel(course_package(work / "course"), wheels, "mycourse")
     venv = work / "venv"
     run(sys.executable, "-m", "venv", venv)
     run(venv / "bin/python", "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE, ours, theirs)
