@@ -1,0 +1,124 @@
+"""For ``test_container_job.py``: the Job's Pod spelled as a podman command, and a small gpuop cohort.
+
+``pod_command`` reads the manifest ``gpulab job-manifest`` wrote and turns every field of its Pod into
+podman's words, refusing a field it does not know: a change to the manifest must change this too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from gpuop_states import solve
+
+from pytest_gpulab.bundle import MANIFEST, manifest_checksum, write_bundle
+from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.labs import discover
+from pytest_gpulab.variants import FORM, copy_root, load_variants
+
+PODMAN = ["podman", "run", "--rm", "--runtime=runc", "--ulimit=nofile=4096:4096", "--ulimit=nproc=4096:4096"]
+# hostUsers: false, as podman makes it: the container's ids 0..65535 are the host's 200000..265535.
+ID_MAP = 200000
+# containers-common's profile, podman's default: CRI-O's RuntimeDefault.
+RUNTIME_DEFAULT = "/usr/share/containers/seccomp.json"
+KNOWN_CONTAINER = {"privileged", "allowPrivilegeEscalation", "capabilities", "readOnlyRootFilesystem", "procMount"}
+KNOWN_POD = {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile"}
+
+
+def _security(pod: dict[str, Any], container: dict[str, Any]) -> list[str]:
+    ours, theirs = pod["securityContext"], container["securityContext"]
+    assert set(ours) <= KNOWN_POD and set(theirs) <= KNOWN_CONTAINER, (ours, theirs)
+    assert ours["runAsNonRoot"] and ours["runAsUser"] != 0 and theirs["privileged"] is False
+    assert ours["seccompProfile"] == {"type": "RuntimeDefault"}, "a Localhost profile is for the nodes"
+    flags = [f"--user={ours['runAsUser']}:{ours['runAsGroup']}", f"--security-opt=seccomp={RUNTIME_DEFAULT}"]
+    flags += [f"--cap-drop={capability}" for capability in theirs["capabilities"]["drop"]]
+    if theirs["allowPrivilegeEscalation"] is False:
+        flags.append("--security-opt=no-new-privileges")
+    if theirs["readOnlyRootFilesystem"]:
+        flags += ["--read-only", "--read-only-tmpfs=false"]  # podman's own writable /run and /var/tmp: not asked
+    if theirs.get("procMount") == "Unmasked":
+        flags.append("--security-opt=unmask=ALL")
+    if pod["hostUsers"] is False:
+        flags += [f"--uidmap=0:{ID_MAP}:65536", f"--gidmap=0:{ID_MAP}:65536"]
+    return flags
+
+
+def _mounts(pod: dict[str, Any], container: dict[str, Any], volume: Path) -> list[str]:
+    kinds = {entry["name"]: entry for entry in pod["volumes"]}
+    flags = []
+    for mount in container["volumeMounts"]:
+        source = kinds[mount["name"]]
+        if "persistentVolumeClaim" in source:
+            flags.append(f"--volume={volume}:{mount['mountPath']}")
+        else:
+            assert source == {"name": mount["name"], "emptyDir": {}}, source
+            flags.append(f"--tmpfs={mount['mountPath']}:rw,exec,nosuid,nodev,mode=1777")  # an emptyDir: exec
+    return flags
+
+
+def pod_command(manifest: dict[str, Any], volume: Path, index: int, name: str) -> list[str]:
+    """The podman command that runs completion index ``index`` of the Job as its Pod would run."""
+    pod = manifest["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    memory = container["resources"]["limits"]["memory"].removesuffix("i").lower()
+    return [
+        *PODMAN, f"--name={name}", f"--memory={memory}", *_security(pod, container), *_mounts(pod, container, volume),
+        f"--env=JOB_COMPLETION_INDEX={index}", f"--entrypoint={container['command'][0]}", container["image"],
+        *container["command"][1:],
+    ]  # fmt: skip
+
+
+def shared_volume(volume: Path, bundles: Path, manifest: dict[str, Any]) -> None:
+    """The claim's volume as the Pods find it: bundles/ to read, results/ to write, for the Pod's group
+    (fsGroup) as the host sees it through the user namespace."""
+    group = ID_MAP + manifest["spec"]["template"]["spec"]["securityContext"]["fsGroup"]
+    (volume / "bundles").mkdir(parents=True)
+    (volume / "results").mkdir()
+    for bundle in sorted(bundles.iterdir()):
+        (volume / "bundles" / bundle.name).write_bytes(bundle.read_bytes())
+    for path in [volume, *volume.rglob("*")]:
+        path.chmod(0o2775 if path.is_dir() else 0o664)
+        os.chown(path, -1, group)
+
+
+def rewritten(honest: bytes, **changes: Any) -> bytes:
+    """The honest bundle with its manifest changed, and its checksum made right again."""
+    with tarfile.open(fileobj=io.BytesIO(honest), mode="r:gz") as archive:
+        members = [(member, archive.extractfile(member).read()) for member in archive]  # type: ignore[union-attr]
+    manifest = {**json.loads(members[0][1]), **changes}
+    manifest["checksum"] = manifest_checksum(manifest)
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb") as compressed, tarfile.open(fileobj=compressed, mode="w") as archive:
+        for name, data in [(MANIFEST, json.dumps(manifest).encode()), *((m.name, d) for m, d in members[1:])]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def small_cohort(base: Path) -> Path:
+    """Two right answers (the reference, a form), a trap, a refused bundle and one the grader fails on."""
+    bundles, lab = base / "bundles", discover().get("gpuop")
+    bundles.mkdir(parents=True)
+    root = base / "reference-root"
+    root.mkdir()
+    variants = {variant.name: variant for variant in load_variants(lab.folder)}
+    form = next(variant for variant in variants.values() if variant.kind == FORM)
+    with KwokCluster.for_lab("gpuop", name="container-cohort") as cluster:
+        solve(cluster, root)
+        write_bundle(lab, root, cluster, bundles / "reference.gpulab.tar.gz", learner="reference")
+        for learner, variant in ((f"form-{form.name}", form), ("trap-version-string", variants["version-string"])):
+            variant_root = copy_root(root, base / "roots" / learner)
+            variant.apply_edits(variant_root)
+            write_bundle(lab, variant_root, cluster, bundles / f"{learner}.gpulab.tar.gz", learner=learner)
+    whole = (bundles / "reference.gpulab.tar.gz").read_bytes()
+    (bundles / "broken-truncated.gpulab.tar.gz").write_bytes(whole[: len(whole) // 2])
+    # A grader bug, not the learner's doing: the unbundler does not check `tools`, and reading a list as the
+    # tools' versions raises; grade_safely records that bundle's `error` (tried again by the Job).
+    (bundles / "error-grader-fails.gpulab.tar.gz").write_bytes(rewritten(whole, tools=["kubernetes"]))
+    return bundles
