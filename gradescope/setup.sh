@@ -30,7 +30,7 @@ if [ ${#packages[@]} -gt 0 ]; then
 fi
 "$python" -m venv "$root/gpulab-venv"
 "$root/gpulab-venv/bin/python" -m pip install --quiet --disable-pip-version-check "$source_dir"
-missing=$("$root/gpulab-venv/bin/python" -c 'from pytest_gpulab import toolchain; print(*toolchain.missing_binaries())')
+missing=$("$root/gpulab-venv/bin/python" -c 'from pytest_gpulab.cluster import toolchain; print(*toolchain.missing_binaries())')
 if [ -z "$missing" ]; then
   exit 0  # built beforehand (the tests mount them into the cache)
 fi

@@ -16,10 +16,10 @@ from typing import Any
 
 from gpuop_states import solve
 
-from pytest_gpulab.bundle import MANIFEST, manifest_checksum, write_bundle
-from pytest_gpulab.kwok import KwokCluster
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.cohort.bundle import MANIFEST, manifest_checksum, write_bundle
 from pytest_gpulab.labs import discover
-from pytest_gpulab.variants import FORM, copy_root, load_variants
+from pytest_gpulab.selftest.variants import FORM, copy_root, load_variants
 
 PODMAN = ["podman", "run", "--rm", "--runtime=runc", "--ulimit=nofile=4096:4096", "--ulimit=nproc=4096:4096"]
 # hostUsers: false, as podman makes it: the container's ids 0..65535 are the host's 200000..265535.

@@ -27,7 +27,7 @@ import yaml
 from cohort_cases import BUNDLED_ROOT, verdicts
 from container_kit import PODMAN, pod_command, shared_volume, small_cohort
 
-from pytest_gpulab import toolchain
+from pytest_gpulab.cluster import toolchain
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 GPULAB = str(Path(sys.executable).with_name("gpulab"))
