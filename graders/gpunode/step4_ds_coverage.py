@@ -3,13 +3,16 @@
 The grader computes the truth itself (nodes the nodeSelector matches against the DaemonSet's own
 Pods) and runs the script live on two namespaces, one of them without DaemonSets. The MISSING
 path is run live too, on a read-only view of the cluster that hides a random Pod of each
-DaemonSet, as the taint did, and whose DaemonSet status stays self-consistent, as it did then.
-The three runs start side by side.
+DaemonSet, as the taint did, and whose DaemonSet status stays self-consistent, as it did then; on
+that view a namespace without DaemonSets must still be OK, so a script that ignores its argument
+shows. The script must also fail closed: an API server that answers 503, or none at all, is no
+all-clear. The runs start side by side.
 """
 
 import pytest
 
 from pytest_gpulab.grading import (
+    FAILING_API,
     DoctoredView,
     Run,
     blocked_unless,
@@ -17,7 +20,9 @@ from pytest_gpulab.grading import (
     daemonset_owner,
     dig,
     expect,
+    expect_fails_closed,
     expect_saved_verdict,
+    expect_uses_its_argument,
     expect_verdict,
     listed,
     name_of,
@@ -65,11 +70,12 @@ def view(lab_cluster, hidden, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def coverage(script_runner, learner, quiet_namespace, view):
-    """The script's three runs, side by side: the operator's namespace, one without DaemonSets, and
-    the operator's namespace on the view that hides a Pod of each DaemonSet."""
+    """The script's runs, side by side: the operator's namespace and one without DaemonSets, on the
+    cluster and on the view that hides a Pod of each DaemonSet, and on an API server that fails."""
     return script_runner.runs_of(learner.file(SCRIPT)).ahead(
         Run(OPERATOR, cluster=True), Run(quiet_namespace, cluster=True),
-        Run(OPERATOR, cluster=True, view=view),
+        Run(OPERATOR, cluster=True, view=view), Run(quiet_namespace, cluster=True, view=view),
+        *(Run(OPERATOR, cluster=True, api=fault) for fault in FAILING_API),
     )  # fmt: skip
 
 
@@ -115,6 +121,21 @@ def test_finds_pods_that_are_gone(coverage, agents, hidden, view, live, step_ran
         hint=lambda _: STATUS_HINT,
         detail={"hidden": sorted(hidden), **step_random.detail},
     )
+
+
+def test_reads_the_namespace_it_is_given(coverage, quiet_namespace, view):
+    given = {OPERATOR: coverage.run(OPERATOR, cluster=True, view=view).result}
+    given[quiet_namespace] = coverage.run(quiet_namespace, cluster=True, view=view).result
+    expect_uses_its_argument(SCRIPT, given)
+    expect_verdict(
+        given[quiet_namespace], SCRIPT, f"With a Pod of each DaemonSet in {OPERATOR} gone, run on {quiet_namespace}",
+        set(), prefix="MISSING",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", sorted(FAILING_API))
+def test_fails_closed_when_the_api_fails(coverage, fault):
+    expect_fails_closed(coverage.run(OPERATOR, cluster=True, api=fault).result, SCRIPT, fault, prefix="MISSING")
 
 
 def test_saved_while_the_gap_was_open(learner):

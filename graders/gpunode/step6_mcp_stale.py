@@ -2,14 +2,24 @@
 
 The grader reads how long the pool worker has been Updating and runs the script with a threshold
 below that age and one above it (random, seeded: the detail says how to replay them), and with
-no argument (30 minutes), the three runs side by side.
+no argument (30 minutes), and on an API server that fails, which is no all-clear; the runs side by
+side.
 """
 
 from datetime import UTC, datetime
 
 import pytest
 
-from pytest_gpulab.grading import Run, blocked_unless, condition, expect, expect_verdict, name_of
+from pytest_gpulab.grading import (
+    FAILING_API,
+    Run,
+    blocked_unless,
+    condition,
+    expect,
+    expect_fails_closed,
+    expect_verdict,
+    name_of,
+)
 
 pytestmark = pytest.mark.step(6, "mcp-stale.sh alerts on updates that never finish", points=10, needs=5)
 
@@ -58,13 +68,16 @@ def thresholds(pools, step_random):
 def stale(script_runner, learner, thresholds):
     """The script's three runs, side by side: each threshold, and none (the default)."""
     runs = script_runner.runs_of(learner.file(SCRIPT))
-    return runs.ahead(*(Run(str(minutes), cluster=True) for minutes in thresholds.values()), Run(cluster=True))
+    return runs.ahead(
+        *(Run(str(minutes), cluster=True) for minutes in thresholds.values()), Run(cluster=True),
+        *(Run(cluster=True, api=fault) for fault in FAILING_API),
+    )  # fmt: skip
 
 
 def run_with(stale, pools, minutes, detail, *args):
     __tracebackhide__ = True
     age = age_minutes(pools["worker"])
-    given = f"With the threshold {minutes} minutes (the pool worker has been Updating for {age})"
+    given = f"With the threshold {minutes} minutes (the pool worker has been Updating for {age} minutes)"
     expect_verdict(
         stale.run(*args, cluster=True).result, SCRIPT, given, stale_at(pools, minutes), prefix="STALE",
         hint=lambda _: "Compare the age of the Updating condition's lastTransitionTime with the threshold you were given.",
@@ -92,3 +105,8 @@ def test_computes_the_age(learner):
         f"{SCRIPT} hard-codes the reservation's date ({written[0] if written else ''}).",
         hint="Read the Updating condition's lastTransitionTime from the pool, and the current time from date.",
     )
+
+
+@pytest.mark.parametrize("fault", sorted(FAILING_API))
+def test_fails_closed_when_the_api_fails(stale, fault):
+    expect_fails_closed(stale.run(cluster=True, api=fault).result, SCRIPT, fault, prefix="STALE")

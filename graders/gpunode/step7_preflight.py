@@ -3,13 +3,18 @@
 Run live at the end state, its BLOCKED lines must be the problems the grader finds itself:
 pools Updating, nodes not Ready or cordoned, and blocking taints the cluster does not manage.
 The copy saved at step 7, taint still on and node not yet cordoned, is compared with that moment.
+A gate only reads (a change it tries is refused and fails it), and fails closed: an API server that
+answers 503, or none at all, is no all-clear.
 """
 
 import pytest
 
 from pytest_gpulab.grading import (
+    FAILING_API,
     SYSTEM_TAINT_PREFIX,
+    Run,
     condition,
+    expect_fails_closed,
     expect_saved_verdict,
     expect_verdict,
     is_cordoned,
@@ -47,12 +52,24 @@ def system_taint_reported(printed):
     return SYSTEM_TAINT_HINT if any(f"/{SYSTEM_TAINT_PREFIX}" in line for line in printed) else None
 
 
-def test_gate_at_the_end_state(script_runner, learner, live, lab):
+@pytest.fixture(scope="module")
+def gate(script_runner, learner):
+    """The gate's runs, side by side: on the cluster, and on an API server that fails each way."""
+    runs = script_runner.runs_of(learner.file(SCRIPT))
+    return runs.ahead(Run(cluster=True), *(Run(cluster=True, api=fault) for fault in FAILING_API))
+
+
+def test_gate_at_the_end_state(gate, live, lab):
     expected = blockers(live, lab)
-    run = script_runner.run(learner.file(SCRIPT), cluster=True)
+    run = gate.run(cluster=True)
     expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", expected, prefix="BLOCKED", hint=system_taint_reported
     )
+
+
+@pytest.mark.parametrize("fault", sorted(FAILING_API))
+def test_fails_closed_when_the_api_fails(gate, fault):
+    expect_fails_closed(gate.run(cluster=True, api=fault).result, SCRIPT, fault, prefix="BLOCKED")
 
 
 def saved_too_late(saved):

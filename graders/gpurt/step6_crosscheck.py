@@ -1,14 +1,27 @@
 """Step 6: rc-crosscheck.sh, matching the handlers the cluster asks for against a loaded configuration.
 
 The grader reads every live RuntimeClass's handler, generates dumps shaped like real `containerd
-config dump` output (containerd 1.7 for version 2, 2.x for version 3) and runs the script on them:
-all handlers loaded, a random subset missing (seeded: the detail says how to replay it), and once
-with no argument, the fake containerd serving the dump. The five runs start side by side.
+config dump` output (containerd 1.7 for version 2, 2.x for version 3) and runs the script on them.
+The known hard cases always run: a missing handler whose name begins another loaded one's
+(`nvidia` beside `nvidia-cdi`), both plugin names in one dump, every handler but runc missing at
+once. A random subset missing adds to them (seeded: the detail says how to replay it), with once
+no argument, the fake containerd serving the dump; and the script must fail closed when the API
+server answers 503 or not at all. The runs start side by side.
 """
 
 import pytest
 
-from pytest_gpulab.grading import Run, expect, expect_verdict, generate_dump, listed, required_handlers
+from pytest_gpulab.grading import (
+    FAILING_API,
+    Run,
+    expect,
+    expect_fails_closed,
+    expect_uses_its_argument,
+    expect_verdict,
+    generate_dump,
+    listed,
+    required_handlers,
+)
 
 pytestmark = pytest.mark.step(6, "rc-crosscheck.sh cross-checks the cluster and the dump", points=20, needs=1)
 
@@ -20,56 +33,115 @@ def required(lab_cluster):
     return required_handlers(lab_cluster.live_or_fail(), made_by="step 1")
 
 
+def prefix_case(required):
+    """Each handler whose name begins another's, missing; the other loaded, with a decoy that begins
+    with each missing name too (so the case stands even where no two names share a start)."""
+    candidates = sorted(required - {"runc"})
+    left_out = {name for name in candidates if any(o != name and o.startswith(name) for o in required)}
+    left_out = left_out or set(candidates[:1])
+    return left_out, {f"{name}-legacy" for name in left_out}
+
+
 @pytest.fixture(scope="module")
-def missing(required, step_random):
-    """Each check's missing handlers and dump version, drawn once in this order (``--lab-seed`` replays them)."""
+def cases(required, step_random):
+    """Each case: (missing handlers, dump version, loaded decoys, handlers under the v2 name of a v3 dump).
+    The hard cases are fixed; the random ones are drawn once in this order (``--lab-seed`` replays them)."""
     candidates = sorted(required - {"runc"})
     some = [set(step_random.sample(candidates, step_random.randint(1, len(candidates)))) for _ in (2, 3)]
+    left_out, decoys = prefix_case(required)
+    split = sorted(required - {candidates[-1]})
     return {
-        "all-2": (set(), 2), "all-3": (set(), 3), "some-2": (some[0], 2), "some-3": (some[1], 3),
-        "no-argument": ({step_random.choice(candidates)}, step_random.choice([2, 3])),
+        "all-2": (set(), 2, set(), set()), "all-3": (set(), 3, set(), set()),
+        "prefix": (left_out, 3, decoys, set()), "none-loaded": (set(candidates), 2, set(), set()),
+        "both-names": ({candidates[-1]}, 3, set(), set(split[::2])),
+        "some-2": (some[0], 2, set(), set()), "some-3": (some[1], 3, set(), set()),
+        "no-argument": ({step_random.choice(candidates)}, step_random.choice([2, 3]), set(), set()),
     }  # fmt: skip
 
 
+def dump_of(required, case):
+    left_out, version, decoys, under_v2 = case
+    loaded = (required - left_out) | {"runc"} | decoys
+    return generate_dump(loaded - under_v2, version, also_v2=under_v2)
+
+
 @pytest.fixture(scope="module")
-def crosscheck(script_runner, learner, required, missing, tmp_path_factory):
+def crosscheck(script_runner, learner, required, cases, tmp_path_factory):
     """The script's run on each case's dump, all started side by side: a path argument, or none
-    (the fake containerd serves the dump)."""
+    (the fake containerd serves the dump); and the full dump on an API server that fails."""
     dumps, runs = tmp_path_factory.mktemp("dumps"), script_runner.runs_of(learner.file(SCRIPT))
     planned = {}
-    for case, (left_out, version) in missing.items():
-        text = generate_dump((required - left_out) | {"runc"}, version)
-        (path := dumps / f"{case}-v{version}.toml").write_text(text)
-        planned[case] = Run(cluster=True, dump_text=text) if case == "no-argument" else Run(str(path), cluster=True)
+    for name, case in cases.items():
+        text = dump_of(required, case)
+        (path := dumps / f"{name}-v{case[1]}.toml").write_text(text)
+        planned[name] = Run(cluster=True, dump_text=text) if name == "no-argument" else Run(str(path), cluster=True)
+    planned |= {fault: Run(planned["all-3"].args[0], cluster=True, api=fault) for fault in FAILING_API}
     runs.ahead(*planned.values())
-    return lambda case: runs.run(*planned[case].args, **planned[case].options)
+    return lambda name: runs.run(*planned[name].args, **planned[name].options)
 
 
-def expect_crosscheck(run, missing, version, detail):
+def expect_crosscheck(run, case, detail, given=None):
     __tracebackhide__ = True
-    given = f"Given a version-{version} dump missing {listed(sorted(missing)) or 'nothing'}"
+    missing, version = case[0], case[1]
+    given = given or f"Given a version-{version} dump missing {listed(sorted(missing)) or 'no handler'}"
     expected = {f"MISSING={handler}" for handler in missing}
     expect_verdict(run.result, SCRIPT, given, expected, prefix="MISSING", detail=detail)
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_ok_when_every_handler_is_loaded(crosscheck, required, version):
-    expect_crosscheck(crosscheck(f"all-{version}"), set(), version, {"required": sorted(required)})
+def test_ok_when_every_handler_is_loaded(crosscheck, cases, required, version):
+    expect_crosscheck(crosscheck(f"all-{version}"), cases[f"all-{version}"], {"required": sorted(required)})
+
+
+def test_a_name_that_begins_another_is_not_found_in_it(crosscheck, cases, required):
+    left_out, _, decoys, _ = cases["prefix"]
+    given = (
+        f"Given a dump missing {listed(sorted(left_out))} but loading {listed(sorted(decoys | (required - left_out)))}"
+    )
+    expect_crosscheck(crosscheck("prefix"), cases["prefix"], {"required": sorted(required)}, given)
+
+
+def test_reads_both_plugin_names_in_one_dump(crosscheck, cases, required):
+    left_out, _, _, under_v2 = cases["both-names"]
+    given = (
+        f"Given a version-3 dump that loads {listed(sorted(under_v2))} under io.containerd.grpc.v1.cri and the "
+        f"rest under io.containerd.cri.v1.runtime, missing {listed(sorted(left_out))}"
+    )
+    expect_crosscheck(crosscheck("both-names"), cases["both-names"], {"required": sorted(required)}, given)
+
+
+def test_names_every_handler_when_only_runc_is_loaded(crosscheck, cases, required):
+    given = f"Given a dump that loads runc alone, missing {listed(sorted(cases['none-loaded'][0]))}"
+    expect_crosscheck(crosscheck("none-loaded"), cases["none-loaded"], {"required": sorted(required)}, given)
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_names_each_missing_handler(crosscheck, required, missing, step_random, version):
-    left_out, _ = missing[f"some-{version}"]
-    detail = {"required": sorted(required), "missing": sorted(left_out), **step_random.detail}
-    expect_crosscheck(crosscheck(f"some-{version}"), left_out, version, detail)
+def test_names_each_missing_handler(crosscheck, required, cases, step_random, version):
+    case = cases[f"some-{version}"]
+    detail = {"required": sorted(required), "missing": sorted(case[0]), **step_random.detail}
+    expect_crosscheck(crosscheck(f"some-{version}"), case, detail)
 
 
-def test_reads_containerd_config_dump_without_an_argument(crosscheck, required, missing, step_random):
-    left_out, version = missing["no-argument"]
+def test_reads_the_dump_it_is_given(crosscheck):
+    given = {"a dump with every handler loaded": crosscheck("all-2").result}
+    given["one missing some"] = crosscheck("some-2").result
+    expect_uses_its_argument(SCRIPT, given)
+
+
+def test_reads_containerd_config_dump_without_an_argument(crosscheck, required, cases, step_random):
+    case = cases["no-argument"]
     run = crosscheck("no-argument")
-    detail = {"required": sorted(required), "missing": sorted(left_out), **step_random.detail}
-    expect_crosscheck(run, left_out, version, detail)
+    detail = {"required": sorted(required), "missing": sorted(case[0]), **step_random.detail}
+    given = (
+        f"Run with no argument, containerd loading a version-{case[1]} configuration missing {listed(sorted(case[0]))}"
+    )
+    expect_crosscheck(run, case, detail, given)
     expect(
         run.asked_for_config_dump(),
         f"With no argument, {SCRIPT} should read `containerd config dump`; it never ran it.",
     )
+
+
+@pytest.mark.parametrize("fault", sorted(FAILING_API))
+def test_fails_closed_when_the_api_fails(crosscheck, fault):
+    expect_fails_closed(crosscheck(fault).result, SCRIPT, fault, prefix="MISSING")

@@ -92,7 +92,16 @@ from .nodes import (
 )
 from .parsing import dig, parse_quantity_number, parse_yes_no, quantity_bytes, split_list, yaml_in
 from .scripts import Run
-from .verdicts import expect_saved_verdict, expect_verdict, findings_in, says_ok
+from .verdicts import (
+    FAILING_API,
+    expect_fails_closed,
+    expect_read_only,
+    expect_saved_verdict,
+    expect_uses_its_argument,
+    expect_verdict,
+    findings_in,
+    says_ok,
+)
 
 if TYPE_CHECKING:
     from ..sandbox.clusterview import DoctoredView
@@ -168,8 +177,12 @@ __all__ = [  # noqa: RUF022 - grouped by what each name is for, as the README li
     "yes_no",
     # Learner scripts
     "DoctoredView",
+    "FAILING_API",
     "Run",
+    "expect_fails_closed",
+    "expect_read_only",
     "expect_saved_verdict",
+    "expect_uses_its_argument",
     "expect_verdict",
     "findings_in",
     "generate_dump",

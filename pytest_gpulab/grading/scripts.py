@@ -14,7 +14,8 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from .feedback import fail
 from .learner import LearnerFile
 
 if TYPE_CHECKING:
-    from ..sandbox.clusterview import DoctoredView
+    from ..sandbox.clusterview import DoctoredView, Door
 
 
 def path_without(command: str, path: str) -> str:
@@ -68,7 +69,7 @@ class ScriptRunner:
         self._counter = itertools.count(1)
         self.lab_root = lab_root
         self.sandbox = sandbox
-        self._view: DoctoredView | None = None
+        self._views: dict[str | None, DoctoredView] = {}
         self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
         self._pool: ThreadPoolExecutor | None = None
 
@@ -84,20 +85,21 @@ class ScriptRunner:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        if self._view is not None:
-            self._view.__exit__(None, None, None)
-            self._view = None
+        while self._views:
+            self._views.popitem()[1].__exit__(None, None, None)
 
-    def cluster_view(self) -> DoctoredView:
-        """The read-only view of the lab cluster that ``cluster`` scripts read, made by the first one
-        (it hides nothing, and refuses every change)."""
+    def cluster_view(self, fault: str | None = None) -> DoctoredView:
+        """The read-only view of the lab cluster that ``cluster`` scripts read, made by the first one (it
+        hides nothing, and refuses every change); with ``fault``, one whose API server fails that way
+        ("unavailable": 503 to everything; "unreachable": every connection closed unanswered)."""
         with self._shared:
-            if self._view is None:
+            if fault not in self._views:
                 from ..sandbox.clusterview import DoctoredView  # the kubernetes client is slow to import
 
                 upstream = self._kubeconfig() or os.path.expanduser("~/.kube/config")
-                self._view = DoctoredView(upstream, (), self.work / "cluster-view").__enter__()
-            return self._view
+                work = self.work / f"cluster-view-{fault or 'read-only'}"
+                self._views[fault] = DoctoredView(upstream, (), work, fault=fault).__enter__()
+            return self._views[fault]
 
     def _exposures(
         self, script: Path, args: tuple[str, ...], fake: FakeContainerd, env: dict[str, str]
@@ -124,7 +126,7 @@ class ScriptRunner:
         fake: FakeContainerd,
         scratch: Path,
         env: dict[str, str],
-        view: DoctoredView | None,
+        door: Door | None,
     ) -> SandboxPlan | None:
         """What the script sees in the sandbox: its exposures, empty writable blanks (its scratch among
         them), and for a script that reads the cluster the view's socket behind a forwarder."""
@@ -139,13 +141,13 @@ class ScriptRunner:
         blanks = blanks_for(self.lab_root, env.get("HOME"), scratch, seen)
         layout = Layout(
             tuple(seen), blanks, scratch, write_etc(scratch.parent / "etc", user),
-            cluster_socket=view.socket if view is not None else None,
-            kubeconfig=view_kubeconfig(self.work / "sandbox") if view is not None else None, run_user=user,
+            cluster_socket=door.socket if door is not None else None,  # none: nothing answers
+            kubeconfig=view_kubeconfig(self.work / "sandbox") if door is not None else None, run_user=user,
         )  # fmt: skip
         return SandboxPlan(self.sandbox, layout)
 
     def _environment(
-        self, fake: FakeContainerd, *, containerd: bool, cluster: bool, view: DoctoredView | None
+        self, fake: FakeContainerd, *, containerd: bool, cluster: bool, door: Door | None
     ) -> tuple[list[Path], dict[str, str]]:
         """PATH's additions and the variables a run gets: KUBECONFIG only when its step reads the cluster,
         naming the read-only view (or, for a runner given no sandbox at all, the cluster's own)."""
@@ -154,7 +156,8 @@ class ScriptRunner:
         if not containerd:
             extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
         if cluster:
-            extra["KUBECONFIG"] = str(view.kubeconfig) if view is not None else self._kubeconfig() or ""
+            given = door.kubeconfig if door is not None else None
+            extra["KUBECONFIG"] = str(given) if given is not None else self._kubeconfig() or ""
             prefix.append(toolchain.bin_dir())
         return prefix, extra
 
@@ -169,10 +172,12 @@ class ScriptRunner:
         fake: FakeContainerd | None = None,
         scratch: Path | None = None,
         view: DoctoredView | None = None,
+        api: str | None = None,
     ) -> LearnerRun:
         """Run ``script``: ``dump`` names a shipped dump, ``dump_text`` is one the grader generated;
         ``view`` shows a ``cluster`` script another view of the cluster than the lab's own
-        (a :class:`pytest_gpulab.sandbox.clusterview.DoctoredView`)."""
+        (a :class:`pytest_gpulab.sandbox.clusterview.DoctoredView`); ``api="unavailable"`` or
+        ``"unreachable"`` gives it an API server that fails so."""
         __tracebackhide__ = True
         path = script.path if isinstance(script, LearnerFile) else Path(script)
         if not path.is_file():
@@ -189,15 +194,39 @@ class ScriptRunner:
             fake.serve_text(dump_text)
         scratch = scratch or run_dir / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
-        if cluster and self.sandbox is not None:
-            view = view or self.cluster_view()
-        prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, view=view if cluster else None)
+        with self._door(cluster, view, api, run_dir) as door:
+            return self._run_in(
+                Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, door, cluster, containerd
+            )
+
+    def _door(self, cluster: bool, view: DoctoredView | None, api: str | None, run_dir: Path) -> Any:
+        """The run's own way to the cluster: a door into its view (the lab's read-only one by default), or
+        for ``api="unreachable"`` one that nothing answers; none for a run that does not read the cluster
+        (or, without a sandbox and a view, the cluster's own kubeconfig)."""
+        if not cluster:
+            return nullcontext()
+        if api == "unreachable":
+            from ..sandbox.clusterview import closed_door
+
+            return closed_door(run_dir / "api")
+        if api is not None or self.sandbox is not None:
+            view = view or self.cluster_view(api)
+        return view.door(tcp=self.sandbox is None) if view is not None else nullcontext()
+
+    def _run_in(
+        self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
+        cluster: bool, containerd: bool,
+    ) -> LearnerRun:  # fmt: skip
+        """One run through its own door into the view: what it tried to write is its result's ``writes``."""
+        prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, door=door)
         env = {**os.environ, **extra}
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
-        plan = self._plan(Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, env, view)
+        plan = self._plan(path, args, fake, scratch, env, door)
         result = run_script(
             path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
         )
+        if door is not None:
+            result = replace(result, writes=tuple(door.writes))
         return LearnerRun(result, fake, plan.layout.run_user if plan is not None else None)
 
     def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:

@@ -78,13 +78,20 @@ def expect_verdict(
         "stderr": result.stderr,
         "exit": result.exit_code,
     }
+    expect_read_only(result, script, given)
     did = f"{given}, {script} {result.describe()}{said(result)} and printed {listed(verdict.findings) or f'no {prefix}= line'}"
     if wanted:
-        should = f"it should print {listed(sorted(wanted))}, each once, and exit 1"
-        right = printed == wanted and not verdict.repeated() and result.exit_code == 1
+        each = ", each once," if len(wanted) > 1 else ""
+        should = f"it should print {listed(sorted(wanted))}{each} and exit 1, without OK"
+        right = printed == wanted and not verdict.repeated() and result.exit_code == 1 and not verdict.ok
     else:
         should = "it should print OK and exit 0"
         right = verdict.ok and not printed and result.exit_code == 0
+    expect(
+        not (printed and verdict.ok),
+        f"{did}, and OK too: a verdict that contradicts itself. Print OK only when there is no {prefix}= line.",
+        detail=facts,
+    )
     differs = missing_and_extra(wanted, printed)
     expect(
         right,
@@ -113,12 +120,74 @@ def expect_saved_verdict(
     text = file.text()
     saved = Verdict(findings_in(text, prefix), says_ok(text), None)
     wanted, found = set(expected), set(saved.findings)
-    should = f"exactly {listed(sorted(wanted))}" if wanted else "OK"
+    should = f"exactly {listed(sorted(wanted))}, without OK" if wanted else "OK"
+    if found and saved.ok:
+        held = f"{listed(sorted(found))} and OK too, a verdict that contradicts itself"
+    else:
+        held = "OK alone" if saved.ok else listed(sorted(found)) or f"no {prefix}= line and no OK"
     expect(
         found == wanted and saved.ok is not bool(wanted),
-        f"{file} should hold {should}, {why}; found {listed(sorted(found)) or f'no {prefix} line'}"
-        + (" and OK." if saved.ok else "."),
+        f"{file} should hold {should}, {why}; it holds {held}.",
         hint=hint(saved) if hint else None,
         detail={**(detail or {}), "expected": sorted(wanted), "saved": text},
     )
     return saved
+
+
+def expect_read_only(result: ScriptResult, script: str, given: str) -> None:
+    """A checker reads the cluster and never changes it: every change it asked of the view (refused) fails it.
+
+    Example:: expect_read_only(run.result, "bin/preflight.sh", "Run on the cluster as it is now")
+    """
+    __tracebackhide__ = True
+    tried = listed(f"{method} {path.split('?')[0]}" for method, path in result.writes)
+    expect(
+        not result.writes,
+        f"{given}, {script} tried to change the cluster ({tried}); a checker only reads: report what you "
+        "find and leave acting on it to a person.",
+        detail={"writes": [list(write) for write in result.writes]},
+    )
+
+
+FAILING_API = {
+    "unavailable": "With the API server answering 503 Service Unavailable to every request",
+    "unreachable": "With the API server unreachable (every connection refused)",
+}
+"""How the API server can fail for a run (``Run(..., cluster=True, api=fault)``), as a sentence opens.
+
+Example:: Run("nvidia-gpu-operator", cluster=True, api="unavailable")  # one of FAILING_API
+"""
+
+
+def expect_fails_closed(result: ScriptResult, script: str, fault: str, *, prefix: str) -> None:
+    """A checker that cannot read the cluster must not report success: no ``OK``, and a non-zero exit.
+
+    Example:: expect_fails_closed(run.result, "bin/preflight.sh", "unavailable", prefix="BLOCKED")
+    """
+    __tracebackhide__ = True
+    verdict = verdict_of(result, prefix)
+    success = verdict.ok or result.exit_code == 0
+    printed = "printed OK" if verdict.ok else f"printed {listed(verdict.findings) or 'nothing'}"
+    expect(
+        not success,
+        f"{FAILING_API[fault]}, {script} {result.describe()}{said(result)} and {printed}: it reports success on a "
+        "cluster it could not read. When kubectl fails, say so on stderr and exit non-zero (check its exit "
+        "status, and do not take an empty answer for a healthy cluster).",
+        detail={"fault": fault, "stdout": result.stdout, "stderr": result.stderr, "exit": result.exit_code},
+    )
+
+
+def expect_uses_its_argument(script: str, runs: dict[str, ScriptResult], *, expected_differ: bool = True) -> None:
+    """Runs given different arguments, whose right outputs differ, must not all print the same: a script
+    that does ignores its argument. ``runs`` maps how each run was given its argument to its result.
+
+    Example:: expect_uses_its_argument("bin/ds-coverage.sh", {"nvidia-gpu-operator": a.result, "research": b.result})
+    """
+    __tracebackhide__ = True
+    outputs = {(result.stdout.strip(), result.exit_code) for result in runs.values()}
+    expect(
+        not expected_differ or len(runs) < 2 or len(outputs) > 1,
+        f"{script} printed the same and exited the same for {listed(runs)}, whose answers differ: "
+        "it ignores its argument. Use the argument it is given, not a name written in the script.",
+        detail={given: result.stdout for given, result in runs.items()},
+    )

@@ -111,14 +111,14 @@ def _mounts(layout: Layout) -> list[str]:
     places: list[tuple[Path, list[str]]] = [(blank, _blank(blank)) for blank in layout.blanks]
     for seen in layout.exposures:
         places.append((seen.target, ["--ro-bind" if seen.read_only else "--bind", str(seen.source), str(seen.target)]))
-    if layout.cluster_socket is not None and layout.kubeconfig is not None:
-        forwarder = Path(__file__).with_name("forward.py")
-        for source, target in (
-            (layout.cluster_socket, SOCKET_INSIDE),
-            (layout.kubeconfig, KUBECONFIG_INSIDE),
-            (forwarder, FORWARDER_INSIDE),
-        ):
-            places.append((target, ["--ro-bind", str(source), str(target)]))
+    if layout.kubeconfig is not None:  # without a socket, nothing answers there: an unreachable API server
+        bound = [(layout.kubeconfig, KUBECONFIG_INSIDE)]
+        if layout.cluster_socket is not None:
+            bound += [
+                (layout.cluster_socket, SOCKET_INSIDE),
+                (Path(__file__).with_name("forward.py"), FORWARDER_INSIDE),
+            ]
+        places += [(target, ["--ro-bind", str(source), str(target)]) for source, target in bound]
     places += [(folder, ["--perms", "0755", "--dir", str(folder)]) for folder in _leading_folders(layout, places)]
     places.sort(key=lambda place: len(place[0].parts))
     return [arg for _, args in places for arg in args]
@@ -142,7 +142,7 @@ def script_environment(env: Mapping[str, str], layout: Layout) -> dict[str, str]
     kept = {name: env[name] for name in KEPT_ENV if env.get(name)}
     kept.update(layout.extra_env)
     kept.pop("KUBECONFIG", None)
-    if layout.cluster_socket is not None:
+    if layout.kubeconfig is not None:
         kept["KUBECONFIG"] = str(KUBECONFIG_INSIDE)
     return kept
 
@@ -161,7 +161,7 @@ def command_line(
     program bubblewrap reads from ``filter_fd``."""
     namespaces = ROOT_NAMESPACES if as_root else USER_NAMESPACES
     command = list(inner)
-    if layout.cluster_socket is not None:
+    if layout.cluster_socket is not None and layout.kubeconfig is not None:
         forward = [sys.executable, "-I", "-S", str(FORWARDER_INSIDE), str(SOCKET_INSIDE), str(FORWARD_PORT), "--"]
         command = forward + command
     return [

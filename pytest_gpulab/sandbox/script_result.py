@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ class ScriptResult:
     stderr_truncated: bool = False
     signal: int | None = None  # the signal that ended it, if it was not us
     start_error: str | None = None  # the script could not be started at all
+    writes: tuple[tuple[str, str], ...] = ()  # the changes it asked of the cluster's view, all refused
 
     def describe(self) -> str:
         """A short human summary: "exited 1", "was stopped after 20 s (timeout)"."""
@@ -90,6 +92,9 @@ def _bash_ran_another_language(result: ScriptResult) -> str | None:
     return interpreter if interpreter and os.path.basename(interpreter) not in shells else None
 
 
+KLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
+
+
 def said(result: ScriptResult) -> str:
     """What a script printed on stderr, for the learner: its first line, or a Python error's last line;
     and why, when bash ran a script of another language because it was not executable.
@@ -99,6 +104,7 @@ def said(result: ScriptResult) -> str:
     if interpreter := _bash_ran_another_language(result):
         return f" (it is not executable, so the grader ran it with bash, not with {interpreter}: chmod +x it)"
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    lines = [line for line in lines if not KLOG_LINE.match(line)] or lines  # kubectl's log lines, then its error
     if not lines:
         return ""
     line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
