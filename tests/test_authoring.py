@@ -75,7 +75,7 @@ def defined_where(name: str) -> str:
 def docstring_of(name: str) -> str | None:
     """A function's or class's own docstring; a constant's is the string right after its assignment."""
     value = getattr(authoring, name)
-    if not isinstance(value, (str, int, float, tuple, frozenset)):
+    if not isinstance(value, (str, int, float, tuple, frozenset, dict)):
         return value.__doc__
     body = ast.parse(Path(importlib.import_module(defined_where(name)).__file__ or "").read_text()).body
     for statement, following in itertools.pairwise(body):
