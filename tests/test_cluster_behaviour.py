@@ -208,3 +208,38 @@ def test_runtimeclass_with_unknown_handler_is_accepted_and_scheduled(gpuop_clust
     assert gpuop_cluster.get_json("pod", "probe-typo", "-n", "behaviour-typo")["spec"]["nodeName"].startswith(
         "lab-node-"
     )
+
+
+def tight_node(name: str, annotations: str) -> str:
+    """A cpu-1 node as gpurt's step 3 has the learner write it."""
+    return f"""
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  annotations: {annotations}
+  labels: {{kubernetes.io/hostname: {name}, type: kwok}}
+status:
+  capacity: {{cpu: "1", memory: 4Gi, pods: "110"}}
+  allocatable: {{cpu: "1", memory: 4Gi, pods: "110"}}
+"""
+
+
+def node_ready(cluster: KwokCluster, name: str) -> bool:
+    conditions = cluster.get_json("node", name)["status"].get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def lease_names(cluster: KwokCluster) -> set[str]:
+    return {lease["metadata"]["name"] for lease in cluster.get_json("leases", "-n", "kube-node-lease")["items"]}
+
+
+def test_kwok_manages_only_nodes_annotated_fake():
+    """gpurt's text: kwok manages only nodes with kwok.x-k8s.io/node: fake. One without stays NotReady."""
+    with KwokCluster.for_lab("gpurt", name="tests-annotated") as cluster:
+        apply(cluster, tight_node("gpu-tight-a", "{kwok.x-k8s.io/node: fake}") + "---" + tight_node("bare", "{}"))
+        assert wait_until(lambda: node_ready(cluster, "gpu-tight-a"), 30), cluster.get_json("node", "gpu-tight-a")
+        assert {"gpu-tight-a", "lab-node-0"} <= lease_names(cluster)  # kwok's heartbeat of the nodes it manages
+        # kwok took the annotated node at once; the bare one it never takes: no heartbeat, no Ready.
+        assert not wait_until(lambda: node_ready(cluster, "bare"), 5), cluster.get_json("node", "bare")["status"]
+        assert "bare" not in lease_names(cluster)

@@ -18,6 +18,13 @@ they are replaced here (``override: true``, ``applyComponentArgsOverride`` in
 kwokctl's ``snapshot save`` runs ``etcdctl --endpoints 127.0.0.1:PORT`` with no TLS flag and no
 other address (``pkg/kwokctl/runtime/binary/cluster_tools.go`` line 33), in kwokctl's own environment
 (``pkg/utils/exec/exec.go`` line 211): :func:`etcd_client_env` gives etcdctl the certificate there.
+
+Nodes: the kwok controller manages only nodes annotated ``kwok.x-k8s.io/node: fake``, as the labs say, so
+a node made without it stays NotReady. kwokctl's binary runtime passes no selector to the controller
+(``pkg/kwokctl/runtime/binary/cluster_kwok_controller.go`` line 52; only the kind runtime does, line 78),
+so ``BuildKwokControllerComponent`` writes ``--manage-all-nodes=true`` (``pkg/kwokctl/components/
+kwok_controller.go`` lines 57-65). A KwokConfiguration's ``manageAllNodes: false`` would lose to that
+flag, so the flag itself is replaced and the annotation selector added (:data:`ALL_NODES`, :data:`NODE_SELECTOR`).
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ SPEED_PATCHES: dict[str, dict[str, str]] = {
     "kube-controller-manager": {"leader-elect": "false"},
     "kube-scheduler": {"leader-elect": "false"},
 }
+
+ANNOTATION = "kwok.x-k8s.io/node"  # the annotation of the nodes kwok manages, with the value "fake"
+ALL_NODES = {"manage-all-nodes": "false"}  # replaces kwokctl's --manage-all-nodes=true
+NODE_SELECTOR = {"manage-nodes-with-annotation-selector": f"{ANNOTATION}=fake"}
 
 
 def pki(cluster_dir: Path) -> dict[str, str]:
@@ -75,6 +86,7 @@ def kwokctl_config(bin_dir: Path, cluster_dir: Path, options: Mapping[str, objec
     patches = {name: _args(values) for name, values in SPEED_PATCHES.items()}
     patches["etcd"] += _etcd_tls(options, pki(cluster_dir), socket)
     patches["kube-apiserver"] = _args({"etcd-servers": f"unix://{socket}"}, override=True)
+    patches["kwok-controller"] = _args(ALL_NODES, override=True) + _args(NODE_SELECTOR)
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokctlConfiguration",
