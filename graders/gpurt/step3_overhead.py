@@ -26,13 +26,14 @@ NODES = "k8s/node-tight.yaml"
 OVERHEAD = "k8s/overhead.yaml"
 TIGHT = {"fits": "gpu-tight-a", "over": "gpu-tight-b"}  # each Pod, and the node it is pinned to
 WAIT_SECONDS = 20
+KWOK = "kwok.x-k8s.io/node"  # the annotation of the nodes kwok manages (value "fake")
 
 
 def check_tight_node(node):
     cpu = dig(node, "status", "allocatable", "cpu") or dig(node, "status", "capacity", "cpu")
     expect(quantity_bytes(cpu) == 1, should_be("the node's cpu (status capacity and allocatable)", 1, cpu))
-    annotation = dig(node, "metadata", "annotations", "kwok.x-k8s.io/node")
-    expect_value(annotation, "fake", "the annotation kwok.x-k8s.io/node", why="kwok manages only nodes that carry it")
+    annotation = dig(node, "metadata", "annotations", KWOK)
+    expect_value(annotation, "fake", f"the annotation {KWOK}", why="kwok manages only nodes that carry it")
 
 
 def check_overhead(runtimeclass):
@@ -91,9 +92,21 @@ def test_pod_goes_through_the_scheduler(learner, live, name):
     )
 
 
+def not_ready(node):
+    """Why fits never runs on its node: the node is not Ready, and kwok may not manage it at all."""
+    why = (
+        ""
+        if dig(node, "metadata", "annotations", KWOK) == "fake"
+        else f": kwok manages only nodes annotated {KWOK}: fake"
+    )
+    return f"fits is on {shown(dig(node, 'metadata', 'name'))}, which is not Ready, so nothing ever runs it{why}."
+
+
 def test_fits_runs_on_node_a(live):
     namespace = dig(find_pod(live, "fits"), "metadata", "namespace")
     pod = live.wait_for("Pod", f"{namespace}/fits", lambda p: dig(p, "status", "phase") == "Running", WAIT_SECONDS)
+    node = live.get("Node", dig(pod, "spec", "nodeName")) if dig(pod, "spec", "nodeName") else None
+    expect(node is None or condition(node, "Ready").get("status") == "True", not_ready(node), detail=dig(pod, "status"))
     expect(
         dig(pod, "spec", "nodeName") == "gpu-tight-a" and dig(pod, "status", "phase") == "Running",
         f"fits should run on gpu-tight-a, found node {shown(dig(pod, 'spec', 'nodeName'))}, phase {shown(dig(pod, 'status', 'phase'))}.",
