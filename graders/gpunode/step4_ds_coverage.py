@@ -126,7 +126,7 @@ def test_finds_pods_that_are_gone(coverage, agents, hidden, view, live, step_ran
 def test_reads_the_namespace_it_is_given(coverage, quiet_namespace, view):
     given = {OPERATOR: coverage.run(OPERATOR, cluster=True, view=view).result}
     given[quiet_namespace] = coverage.run(quiet_namespace, cluster=True, view=view).result
-    expect_uses_its_argument(SCRIPT, given)
+    expect_uses_its_argument(SCRIPT, given, argument="its namespace argument")
     expect_verdict(
         given[quiet_namespace], SCRIPT, f"With a Pod of each DaemonSet in {OPERATOR} gone, run on {quiet_namespace}",
         set(), prefix="MISSING",

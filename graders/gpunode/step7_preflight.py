@@ -12,8 +12,11 @@ import pytest
 from pytest_gpulab.grading import (
     FAILING_API,
     SYSTEM_TAINT_PREFIX,
+    DoctoredView,
     Run,
+    blocked_unless,
     condition,
+    dig,
     expect_fails_closed,
     expect_saved_verdict,
     expect_verdict,
@@ -21,31 +24,49 @@ from pytest_gpulab.grading import (
     is_custom,
     is_ready,
     lab_nodes,
+    listed,
     name_of,
     taints,
 )
 
-pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15)
+pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15, needs=5)
 
 SCRIPT = "bin/preflight.sh"
 SAVED = "out/preflight.txt"
 AT_STEP_7 = {"BLOCKED=mcp/worker", "BLOCKED=taint/lab-node-2/ai4dd-a100-reserved"}
+# A blocker the end state lacks, shown by a view: a custom taint on a Ready, schedulable node.
+SHOWN_TAINT = {"key": "gpulab.example/firmware-update", "value": "pending", "effect": "NoExecute"}
 SYSTEM_TAINT_HINT = (
     f"Taints whose key begins with {SYSTEM_TAINT_PREFIX} are the cluster's own (a cordon adds "
     "node.kubernetes.io/unschedulable): report the node, not a taint."
 )
 
 
-def blockers(live, lab):
-    """What the gate must refuse on, as the lab's pools and nodes are now."""
+def blockers(live, lab, shown=None):
+    """What the gate must refuse on, as the lab's pools and nodes are now (with ``shown``, a node's extra
+    taints), each with why, for the hint."""
     found = {
-        f"mcp/{name_of(p)}" for p in live.list("MachineConfigPool") if condition(p, "Updating").get("status") == "True"
-    }
+        f"BLOCKED=mcp/{name_of(p)}": f"the pool {name_of(p)} is Updating"
+        for p in live.list("MachineConfigPool") if condition(p, "Updating").get("status") == "True"
+    }  # fmt: skip
     for node in lab_nodes(live, lab.environment.node_names):
+        name = name_of(node)
         if not is_ready(node) or is_cordoned(node):
-            found.add(f"node/{name_of(node)}")
-        found |= {f"taint/{name_of(node)}/{taint.get('key')}" for taint in taints(node) if is_custom(taint)}
-    return {f"BLOCKED={reason}" for reason in found}
+            found[f"BLOCKED=node/{name}"] = f"{name} is {'cordoned' if is_cordoned(node) else 'not Ready'}"
+        for taint in [*taints(node), *(shown or {}).get(name, [])]:
+            if is_custom(taint):
+                found[f"BLOCKED=taint/{name}/{taint.get('key')}"] = (
+                    f"{name} has the {taint.get('effect')} taint {taint.get('key')}"
+                )
+    return found
+
+
+def why_missed(expected):
+    """The hint for blockers the gate left out: what each one is."""
+    return lambda printed: (
+        "It left out: " + "; ".join(why for line, why in sorted(expected.items()) if line not in printed) + "."
+        if set(expected) - printed else None
+    )  # fmt: skip
 
 
 def system_taint_reported(printed):
@@ -53,18 +74,58 @@ def system_taint_reported(printed):
 
 
 @pytest.fixture(scope="module")
-def gate(script_runner, learner):
-    """The gate's runs, side by side: on the cluster, and on an API server that fails each way."""
+def shown(lab):
+    """The node the view shows with an extra custom taint: the first lab node."""
+    return {lab.environment.node_names[0]: [SHOWN_TAINT]}
+
+
+@pytest.fixture(scope="module")
+def tainted_view(lab_cluster, shown, tmp_path_factory):
+    with DoctoredView(lab_cluster.live_or_fail().source, (), tmp_path_factory.mktemp("view"), taints=shown) as view:
+        yield view
+
+
+@pytest.fixture(scope="module")
+def gate(script_runner, learner, tainted_view):
+    """The gate's runs, side by side: on the cluster, on a view with a custom taint more, and on an API
+    server that fails each way."""
     runs = script_runner.runs_of(learner.file(SCRIPT))
-    return runs.ahead(Run(cluster=True), *(Run(cluster=True, api=fault) for fault in FAILING_API))
+    extra = [Run(cluster=True, view=tainted_view), *(Run(cluster=True, api=fault) for fault in FAILING_API)]
+    return runs.ahead(Run(cluster=True), *extra)
+
+
+@pytest.fixture(autouse=True)
+def pools_as_step_5_makes_them(live):
+    """The gate reads pools' condition statuses as the API's strings: a pool step 5 left with other types
+    blocks this step rather than failing the gate."""
+    pools = live.list("MachineConfigPool")
+    odd = [
+        name_of(p)
+        for p in pools
+        if any(not isinstance(c.get("status"), str) for c in dig(p, "status", "conditions", default=[]) or [])
+    ]
+    blocked_unless(
+        not odd, f'condition statuses written as strings ("True") on {listed(odd) or "each pool"}, which step 5 sets,'
+    )
 
 
 def test_gate_at_the_end_state(gate, live, lab):
     expected = blockers(live, lab)
     run = gate.run(cluster=True)
     expect_verdict(
-        run.result, SCRIPT, "Run on the cluster as it is now", expected, prefix="BLOCKED", hint=system_taint_reported
-    )
+        run.result, SCRIPT, "Run on the cluster as it is now", set(expected), prefix="BLOCKED",
+        hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed),
+    )  # fmt: skip
+
+
+def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown, tainted_view):
+    expected = blockers(live, lab, shown)
+    ((node, (taint,)),) = shown.items()
+    expect_verdict(
+        gate.run(cluster=True, view=tainted_view).result, SCRIPT,
+        f"With {node} also carrying the {taint['effect']} taint {taint['key']}", set(expected), prefix="BLOCKED",
+        hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("fault", sorted(FAILING_API))

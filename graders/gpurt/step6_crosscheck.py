@@ -76,16 +76,24 @@ def crosscheck(script_runner, learner, required, cases, tmp_path_factory):
         (path := dumps / f"{name}-v{case[1]}.toml").write_text(text)
         planned[name] = Run(cluster=True, dump_text=text) if name == "no-argument" else Run(str(path), cluster=True)
     planned |= {fault: Run(planned["all-3"].args[0], cluster=True, api=fault) for fault in FAILING_API}
+    planned["no-containerd"] = Run(cluster=True, containerd=False)
     runs.ahead(*planned.values())
     return lambda name: runs.run(*planned[name].args, **planned[name].options)
 
 
-def expect_crosscheck(run, case, detail, given=None):
+def expect_crosscheck(run, case, detail, given=None, argument=True, hint=None):
     __tracebackhide__ = True
     missing, version = case[0], case[1]
+    expect(
+        not argument or not run.asked_for_config_dump(),
+        f"Given a dump file as its argument, {SCRIPT} ran `containerd config dump` instead of reading the file.",
+        hint="Read the file named by the first argument when there is one; only without it ask containerd.",
+    )
     given = given or f"Given a version-{version} dump missing {listed(sorted(missing)) or 'no handler'}"
     expected = {f"MISSING={handler}" for handler in missing}
-    expect_verdict(run.result, SCRIPT, given, expected, prefix="MISSING", detail=detail)
+    expect_verdict(
+        run.result, SCRIPT, given, expected, prefix="MISSING", detail=detail, hint=(lambda _: hint) if hint else None
+    )
 
 
 @pytest.mark.parametrize("version", [2, 3])
@@ -98,7 +106,8 @@ def test_a_name_that_begins_another_is_not_found_in_it(crosscheck, cases, requir
     given = (
         f"Given a dump missing {listed(sorted(left_out))} but loading {listed(sorted(decoys | (required - left_out)))}"
     )
-    expect_crosscheck(crosscheck("prefix"), cases["prefix"], {"required": sorted(required)}, given)
+    hint = "A handler is loaded when a runtime of exactly its name is: compare whole names, not a part of one."
+    expect_crosscheck(crosscheck("prefix"), cases["prefix"], {"required": sorted(required)}, given, hint=hint)
 
 
 def test_reads_both_plugin_names_in_one_dump(crosscheck, cases, required):
@@ -135,7 +144,7 @@ def test_reads_containerd_config_dump_without_an_argument(crosscheck, required, 
     given = (
         f"Run with no argument, containerd loading a version-{case[1]} configuration missing {listed(sorted(case[0]))}"
     )
-    expect_crosscheck(run, case, detail, given)
+    expect_crosscheck(run, case, detail, given, argument=False)
     expect(
         run.asked_for_config_dump(),
         f"With no argument, {SCRIPT} should read `containerd config dump`; it never ran it.",
@@ -145,3 +154,8 @@ def test_reads_containerd_config_dump_without_an_argument(crosscheck, required, 
 @pytest.mark.parametrize("fault", sorted(FAILING_API))
 def test_fails_closed_when_the_api_fails(crosscheck, fault):
     expect_fails_closed(crosscheck(fault).result, SCRIPT, fault, prefix="MISSING")
+
+
+def test_fails_closed_without_containerd(crosscheck):
+    given = "Run with no argument where no containerd answers (no containerd command)"
+    expect_fails_closed(crosscheck("no-containerd").result, SCRIPT, "no-containerd", prefix="MISSING", given=given)

@@ -79,7 +79,7 @@ def expect_verdict(
         "exit": result.exit_code,
     }
     expect_read_only(result, script, given)
-    did = f"{given}, {script} {result.describe()}{said(result)} and printed {listed(verdict.findings) or f'no {prefix}= line'}"
+    did = _what_it_did(result, script, given, verdict, prefix)
     if wanted:
         each = ", each once," if len(wanted) > 1 else ""
         should = f"it should print {listed(sorted(wanted))}{each} and exit 1, without OK"
@@ -93,13 +93,28 @@ def expect_verdict(
         detail=facts,
     )
     differs = missing_and_extra(wanted, printed)
+    stopped = (
+        "It stops at its first finding: report every one, then exit 1." if len(printed) == 1 < len(wanted) else None
+    )
     expect(
         right,
         f"{did}; {should}" + (f" (its output {differs})." if differs else "."),
-        hint=hint(printed) if hint else None,
+        hint=(stopped if printed <= wanted else None) or (hint(printed) if hint else None),
         detail=facts,
     )
     return verdict
+
+
+def _what_it_did(result: ScriptResult, script: str, given: str, verdict: Verdict, prefix: str) -> str:
+    """ "Run on ns, bin/x.sh exited 0 and printed OK": findings it printed on stderr named as such."""
+    on_stderr = findings_in(result.stderr, prefix)
+    if on_stderr and not verdict.findings:
+        shown = f"no {prefix}= line on stdout ({listed(on_stderr)} went to stderr: print findings on stdout)"
+    elif verdict.ok and not verdict.findings:
+        shown = "OK"
+    else:
+        shown = listed(verdict.findings) or f"no {prefix}= line and no OK"
+    return f"{given}, {script} {result.describe()}{said(result) if not on_stderr else ''} and printed {shown}"
 
 
 def expect_saved_verdict(
@@ -159,8 +174,9 @@ Example:: Run("nvidia-gpu-operator", cluster=True, api="unavailable")  # one of 
 """
 
 
-def expect_fails_closed(result: ScriptResult, script: str, fault: str, *, prefix: str) -> None:
-    """A checker that cannot read the cluster must not report success: no ``OK``, and a non-zero exit.
+def expect_fails_closed(result: ScriptResult, script: str, fault: str, *, prefix: str, given: str = "") -> None:
+    """A checker that cannot read what it checks must not report success: no ``OK``, and a non-zero exit.
+    ``fault`` names how the API server failed (a key of ``FAILING_API``), or ``given`` opens the sentence.
 
     Example:: expect_fails_closed(run.result, "bin/preflight.sh", "unavailable", prefix="BLOCKED")
     """
@@ -170,14 +186,16 @@ def expect_fails_closed(result: ScriptResult, script: str, fault: str, *, prefix
     printed = "printed OK" if verdict.ok else f"printed {listed(verdict.findings) or 'nothing'}"
     expect(
         not success,
-        f"{FAILING_API[fault]}, {script} {result.describe()}{said(result)} and {printed}: it reports success on a "
-        "cluster it could not read. When kubectl fails, say so on stderr and exit non-zero (check its exit "
-        "status, and do not take an empty answer for a healthy cluster).",
+        f"{given or FAILING_API[fault]}, {script} {result.describe()}{said(result)} and {printed}: it reports success "
+        "on what it could not read. When a command it reads from fails, say so on stderr and exit non-zero "
+        "(check each command's exit status, and do not take an empty answer for a healthy one).",
         detail={"fault": fault, "stdout": result.stdout, "stderr": result.stderr, "exit": result.exit_code},
     )
 
 
-def expect_uses_its_argument(script: str, runs: dict[str, ScriptResult], *, expected_differ: bool = True) -> None:
+def expect_uses_its_argument(
+    script: str, runs: dict[str, ScriptResult], *, expected_differ: bool = True, argument: str = "its argument"
+) -> None:
     """Runs given different arguments, whose right outputs differ, must not all print the same: a script
     that does ignores its argument. ``runs`` maps how each run was given its argument to its result.
 
@@ -188,6 +206,6 @@ def expect_uses_its_argument(script: str, runs: dict[str, ScriptResult], *, expe
     expect(
         not expected_differ or len(runs) < 2 or len(outputs) > 1,
         f"{script} printed the same and exited the same for {listed(runs)}, whose answers differ: "
-        "it ignores its argument. Use the argument it is given, not a name written in the script.",
+        f"it ignores {argument}. Use the argument it is given, not a value written in the script.",
         detail={given: result.stdout for given, result in runs.items()},
     )

@@ -24,10 +24,11 @@ import socketserver
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..cluster.upstream import Upstream
 from .doctor import Doctor, PodKey
@@ -68,7 +69,8 @@ def closed_door(folder: Path) -> Iterator[Door]:
 
 
 class DoctoredView:
-    """A read-only proxy of the cluster at ``kubeconfig`` that hides ``hidden_pods`` ((namespace, name)).
+    """A read-only proxy of the cluster at ``kubeconfig`` that hides ``hidden_pods`` ((namespace, name)) and
+    shows each node named in ``taints`` with those taints too (a state the lab's own steps may not reach).
 
     It serves on loopback TCP (``kubeconfig``) and on a Unix socket (``socket``, in a folder only the
     grader's user may enter), which the sandbox binds into a script's network namespace.
@@ -77,14 +79,20 @@ class DoctoredView:
     """
 
     def __init__(
-        self, kubeconfig: str | Path, hidden_pods: Iterable[PodKey], work_dir: Path, *, fault: str | None = None
+        self,
+        kubeconfig: str | Path,
+        hidden_pods: Iterable[PodKey],
+        work_dir: Path,
+        *,
+        fault: str | None = None,
+        taints: Mapping[str, list[dict[str, Any]]] | None = None,
     ) -> None:
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"a view's fault is one of {FAULTS}, not {fault!r}")
         self.fault = fault
         self.upstream = Upstream(kubeconfig)
         hidden = set(hidden_pods)
-        self.doctor = Doctor(hidden, self._owners(hidden) if fault is None else Counter())
+        self.doctor = Doctor(hidden, self._owners(hidden) if fault is None else Counter(), taints)
         self.kubeconfig = Path(work_dir) / "view-kubeconfig.yaml"
         self.refused: list[Write] = []
         self._doors = itertools.count(1)
@@ -97,7 +105,9 @@ class DoctoredView:
     def doctors(self, path: str) -> bool:
         """Whether a body read at (canonical) ``path`` is looked at: every one but the API's documents,
         whatever its path, since a Pod or an Event is known by its kind."""
-        return bool(self.doctor.hidden) and not path.startswith(("/openapi", "/version", "/healthz", "/readyz"))
+        return bool(self.doctor.hidden or self.doctor.taints) and not path.startswith(
+            ("/openapi", "/version", "/healthz", "/readyz")
+        )
 
     def _owners(self, hidden: set[PodKey]) -> Counter[PodKey]:
         owners: Counter[PodKey] = Counter()

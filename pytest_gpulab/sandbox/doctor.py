@@ -9,7 +9,7 @@ import json
 import posixpath
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -46,9 +46,22 @@ def json_accept(accept: str | None) -> str:
 class Doctor:
     """What the view changes in a body: hidden Pods out, their DaemonSets' counts down."""
 
-    def __init__(self, hidden: Iterable[PodKey], owners: Counter[PodKey]) -> None:
+    def __init__(
+        self,
+        hidden: Iterable[PodKey],
+        owners: Counter[PodKey],
+        taints: Mapping[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
         self.hidden = set(hidden)
         self.owners = owners  # (namespace, daemonset) -> hidden Pods it owns
+        self.taints = dict(taints or {})  # node -> taints it is shown with, besides its own
+
+    def node(self, node: dict[str, Any]) -> dict[str, Any]:
+        added = self.taints.get(key_of(node.get("metadata"))[1])
+        if not added:
+            return node
+        spec = dict(node.get("spec") or {})
+        return {**node, "spec": {**spec, "taints": [*(spec.get("taints") or []), *added]}}
 
     def hides(self, meta: Any) -> bool:
         return key_of(meta) in self.hidden
@@ -108,6 +121,10 @@ class Doctor:
             return {**obj, "items": [event for event in obj.get("items") or [] if not self.about_hidden(event)]}
         if kind == "PodList":
             return {**obj, "items": [pod for pod in obj.get("items") or [] if not self.hides(pod.get("metadata"))]}
+        if kind == "Node":
+            return self.node(obj)
+        if kind == "NodeList":
+            return {**obj, "items": [self.node(node) for node in obj.get("items") or []]}
         if kind == "DaemonSet":
             return self.daemonset(obj)
         if kind == "DaemonSetList":
