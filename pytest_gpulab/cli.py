@@ -32,7 +32,7 @@ from .cluster.kwok import KwokCluster, KwokClusterError
 from .cluster.toolchain import up_kubeconfig, up_workdir
 from .cohort.bundle import BundleError
 from .labs.discovery import Lab, UnknownLab, discover
-from .selftest.judge import Row
+from .selftest.judge import Row, messages
 from .selftest.prove import report_selftest, run_selftest
 from .selftest.variants import VariantsError, load_variants
 
@@ -144,6 +144,8 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     toolchain.build(say=lambda message: print(message, file=sys.stderr, flush=True))  # stdout: the matrix
     started = time.monotonic()
     rows = run_selftest(lab, jobs=args.jobs, only=args.only or (), progress=_progress)
+    if args.messages:
+        Path(args.messages).write_text(messages(rows))
     return report_selftest(lab.name, rows, time.monotonic() - started, args.jobs, sys.stdout)
 
 
@@ -173,6 +175,9 @@ def _parser() -> argparse.ArgumentParser:
     selftest.add_argument("--jobs", type=int, default=1, help="gradings at once (a cluster each, or the reference's)")
     selftest.add_argument(
         "--only", action="append", metavar="NAME", help="only the reference and this variant (may be repeated)"
+    )
+    selftest.add_argument(
+        "--messages", metavar="FILE", help="write every trap's message, as the learner reads it, to FILE (Markdown)"
     )
     selftest.set_defaults(run=cmd_selftest)
     add_commands(commands, lab_dir)

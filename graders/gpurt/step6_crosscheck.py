@@ -3,8 +3,8 @@
 The grader reads every live RuntimeClass's handler, generates dumps shaped like real `containerd
 config dump` output (containerd 1.7 for version 2, 2.x for version 3) and runs the script on them.
 The known hard cases always run: a missing handler whose name begins another loaded one's
-(`nvidia` beside `nvidia-cdi`), both plugin names in one dump, every handler but runc missing at
-once. A random subset missing adds to them (seeded: the detail says how to replay it), with once
+(`nvidia` beside `nvidia-cdi`), a version-3 dump (which holds both plugin names, its runtimes under
+io.containerd.cri.v1.runtime alone) missing one, every handler but runc missing at once. A random subset missing adds to them (seeded: the detail says how to replay it), with once
 no argument, the fake containerd serving the dump; and the script must fail closed when the API
 server answers 503 or not at all. The runs start side by side.
 """
@@ -44,25 +44,23 @@ def prefix_case(required):
 
 @pytest.fixture(scope="module")
 def cases(required, step_random):
-    """Each case: (missing handlers, dump version, loaded decoys, handlers under the v2 name of a v3 dump).
+    """Each case: (missing handlers, dump version, loaded decoys).
     The hard cases are fixed; the random ones are drawn once in this order (``--lab-seed`` replays them)."""
     candidates = sorted(required - {"runc"})
     some = [set(step_random.sample(candidates, step_random.randint(1, len(candidates)))) for _ in (2, 3)]
     left_out, decoys = prefix_case(required)
-    split = sorted(required - {candidates[-1]})
     return {
-        "all-2": (set(), 2, set(), set()), "all-3": (set(), 3, set(), set()),
-        "prefix": (left_out, 3, decoys, set()), "none-loaded": (set(candidates), 2, set(), set()),
-        "both-names": ({candidates[-1]}, 3, set(), set(split[::2])),
-        "some-2": (some[0], 2, set(), set()), "some-3": (some[1], 3, set(), set()),
-        "no-argument": ({step_random.choice(candidates)}, step_random.choice([2, 3]), set(), set()),
+        "all-2": (set(), 2, set()), "all-3": (set(), 3, set()),
+        "prefix": (left_out, 3, decoys), "none-loaded": (set(candidates), 2, set()),
+        "both-names": ({candidates[-1]}, 3, set()),
+        "some-2": (some[0], 2, set()), "some-3": (some[1], 3, set()),
+        "no-argument": ({step_random.choice(candidates)}, step_random.choice([2, 3]), set()),
     }  # fmt: skip
 
 
 def dump_of(required, case):
-    left_out, version, decoys, under_v2 = case
-    loaded = (required - left_out) | {"runc"} | decoys
-    return generate_dump(loaded - under_v2, version, also_v2=under_v2)
+    left_out, version, decoys = case
+    return generate_dump((required - left_out) | {"runc"} | decoys, version)
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +89,12 @@ def expect_crosscheck(run, case, detail, given=None, argument=True, hint=None):
     )
     given = given or f"Given a version-{version} dump missing {listed(sorted(missing)) or 'no handler'}"
     expected = {f"MISSING={handler}" for handler in missing}
+    required = sorted(detail.get("required") or [])
+    every = f"Check every handler the cluster's RuntimeClasses ask for ({listed(required)}), read with kubectl, not from the manifests."
     expect_verdict(
-        run.result, SCRIPT, given, expected, prefix="MISSING", detail=detail, hint=(lambda _: hint) if hint else None
-    )
+        run.result, SCRIPT, given, expected, prefix="MISSING", detail=detail,
+        hint=lambda printed: hint or (every if printed < expected else None),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("version", [2, 3])
@@ -102,7 +103,7 @@ def test_ok_when_every_handler_is_loaded(crosscheck, cases, required, version):
 
 
 def test_a_name_that_begins_another_is_not_found_in_it(crosscheck, cases, required):
-    left_out, _, decoys, _ = cases["prefix"]
+    left_out, _, decoys = cases["prefix"]
     given = (
         f"Given a dump missing {listed(sorted(left_out))} but loading {listed(sorted(decoys | (required - left_out)))}"
     )
@@ -110,11 +111,11 @@ def test_a_name_that_begins_another_is_not_found_in_it(crosscheck, cases, requir
     expect_crosscheck(crosscheck("prefix"), cases["prefix"], {"required": sorted(required)}, given, hint=hint)
 
 
-def test_reads_both_plugin_names_in_one_dump(crosscheck, cases, required):
-    left_out, _, _, under_v2 = cases["both-names"]
+def test_reads_the_runtimes_of_a_dump_with_both_plugin_names(crosscheck, cases, required):
+    left_out = cases["both-names"][0]
     given = (
-        f"Given a version-3 dump that loads {listed(sorted(under_v2))} under io.containerd.grpc.v1.cri and the "
-        f"rest under io.containerd.cri.v1.runtime, missing {listed(sorted(left_out))}"
+        "Given a version-3 dump, which has both io.containerd.grpc.v1.cri (the CRI server's settings) and "
+        f"io.containerd.cri.v1.runtime (the runtimes), missing {listed(sorted(left_out))}"
     )
     expect_crosscheck(crosscheck("both-names"), cases["both-names"], {"required": sorted(required)}, given)
 

@@ -93,16 +93,22 @@ def expect_verdict(
         detail=facts,
     )
     differs = missing_and_extra(wanted, printed)
-    stopped = (
-        "It stops at its first finding: report every one, then exit 1." if len(printed) == 1 < len(wanted) else None
-    )
     expect(
         right,
         f"{did}; {should}" + (f" (its output {differs})." if differs else "."),
-        hint=(stopped if printed <= wanted else None) or (hint(printed) if hint else None),
+        hint=_pattern_hint(printed, wanted, prefix) or (hint(printed) if hint else None),
         detail=facts,
     )
     return verdict
+
+
+def _pattern_hint(printed: set[str], wanted: set[str], prefix: str) -> str | None:
+    """What a known shape of wrong output says of the script: several findings on one line, or one of many."""
+    if len(wanted) > 1 and any("," in line or " " in line.partition("=")[2].strip() for line in printed):
+        return f"Print one {prefix}= line per finding, not several findings on one line."
+    if len(printed) == 1 < len(wanted) and printed <= wanted:
+        return "It stops at its first finding: report every one, then exit 1."
+    return None
 
 
 def _what_it_did(result: ScriptResult, script: str, given: str, verdict: Verdict, prefix: str) -> str:

@@ -143,7 +143,6 @@ def generate_dump(
     version: int = 2,
     default_runtime: str = "runc",
     imports: Iterable[str] = (),
-    also_v2: Iterable[str] = (),
 ) -> str:
     """A full ``containerd config dump`` with one runtime table per handler.
 
@@ -154,10 +153,7 @@ def generate_dump(
     ``nvidia`` and ``nvidia-cdi`` get the toolkit's BinaryName; any other
     handler gets runc.v2 defaults. Names outside [A-Za-z0-9_-] are quoted.
 
-    ``also_v2`` (version 3 only) adds runtimes under the version-2 plugin name too: one dump holding
-    both names, as a configuration part-migrated from containerd 1.7 loads.
-
-    Example:: generate_dump({"runc", "nvidia"}, version=3, also_v2={"nvidia-cdi"})
+    Example:: generate_dump({"runc", "nvidia"}, version=3)
     """
     if version not in (2, 3):
         raise ValueError(f"containerd config version must be 2 or 3, not {version!r}")
@@ -166,11 +162,8 @@ def generate_dump(
     # the CRI runtime settings live in io.containerd.cri.v1.runtime).
     template = (_templates() / f"config-v{version}.toml.in").read_text(encoding="utf-8")
     imports_toml = "[" + ", ".join(_string(i, version) for i in imports) + "]"
-    if also_v2 and version != 3:
-        raise ValueError("also_v2 adds the version-2 plugin name to a version-3 dump")
-    dump = (
+    return (
         template.replace("@IMPORTS@", imports_toml)
         .replace("@DEFAULT@", _string(default_runtime, version))
         .replace("@RUNTIMES@", render_runtimes(handlers, version))
     )
-    return dump + ("\n" + render_runtimes(also_v2, 2) if also_v2 else "")

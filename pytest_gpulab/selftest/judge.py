@@ -179,3 +179,16 @@ def disagreements(rows: list[Row]) -> list[str]:
             lines.append(f"{row.label}:")
             lines += [f"  {problem}" for problem in ([row.error] if row.error else row.problems)]
     return lines
+
+
+def messages(rows: list[Row]) -> str:
+    """Every trap's message as the learner reads it, for reading them all at once (``--messages FILE``): the
+    step it must fail, then that step's sentence and each failing check's, with hints."""
+    out = []
+    for row in rows:
+        if row.kind != TRAP or row.variant is None:
+            continue
+        step = row.steps.get(row.variant.step or 0)
+        text = step_text(step) if step is not None else f"(not graded: {row.error or row.skipped or 'no such step'})"
+        out.append(f"## {row.variant.name} (step {row.variant.step}, {step['outcome'] if step else '-'})\n\n{text}\n")
+    return "\n".join(out)
