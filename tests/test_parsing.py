@@ -1,10 +1,18 @@
 """Lenient on form, strict on meaning: the readers every grader uses."""
 
 import os
+import tomllib
+from typing import Any
 
 import pytest
 
-from pytest_gpulab.grading.containerd_toml import glob_matches, imports_of, parse_key_path
+from pytest_gpulab.grading.containerd_toml import (
+    expect_plugins_match_version,
+    glob_matches,
+    imports_of,
+    parse_key_path,
+    top_level,
+)
 from pytest_gpulab.grading.feedback import StepFailed
 from pytest_gpulab.grading.parsing import (
     load_toml,
@@ -123,6 +131,53 @@ def test_imports_globs_resolve_like_containerd(tmp_path):
     assert glob_matches("/opt/elsewhere/*.toml", etc) == []
     assert imports_of({"imports": "conf.d/*.toml"}) == ["conf.d/*.toml"]
     assert imports_of({"plugins": {"x": {"imports": ["a"]}}}) == ["a"]
+
+
+def test_a_top_level_key_written_under_a_table_names_the_table():
+    config = tomllib.loads(
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\nimports = ["conf.d/*.toml"]\n'
+    )
+    assert top_level(config, "version", "c.toml") == 2
+    assert top_level(config, "root", "c.toml") is None
+    with pytest.raises(
+        StepFailed, match=r'imports sits under \[plugins\."io\.containerd\.grpc\.v1\.cri"\.containerd\] in c\.toml'
+    ):
+        top_level(config, "imports", "c.toml")
+
+
+V2_RUNTIMES: dict[str, Any] = {"plugins": {"io.containerd.grpc.v1.cri": {"containerd": {"runtimes": {"nvidia": {}}}}}}
+V3_RUNTIMES: dict[str, Any] = {
+    "plugins": {"io.containerd.cri.v1.runtime": {"containerd": {"runtimes": {"nvidia": {}}}}}
+}
+V3_SERVER: dict[str, Any] = {"plugins": {"io.containerd.grpc.v1.cri": {"stream_server_address": "127.0.0.1"}}}
+
+
+@pytest.mark.parametrize(
+    ("document", "read_as", "says"),
+    [
+        ({"version": 2, **V2_RUNTIMES}, None, None),
+        ({"version": 3, **V3_RUNTIMES}, None, None),
+        ({"version": 3, "plugins": {**V3_RUNTIMES["plugins"], **V3_SERVER["plugins"]}}, None, None),
+        (V2_RUNTIMES, None, None),  # no version, none to read it as: nothing judged
+        (V3_RUNTIMES, None, None),
+        ({"version": 2, **V3_RUNTIMES}, None, "is version 2, yet writes"),
+        (V3_RUNTIMES, 2, "states no version, so it is read as version 2, as main.toml is"),
+        ({"version": 3, **V2_RUNTIMES}, 2, "is version 3, yet sets .*containerd, a version 2 setting"),
+        (V2_RUNTIMES, 3, "which version 3 silently ignores"),
+    ],
+)
+def test_plugin_names_are_judged_against_the_file_version(document, read_as, says):
+    if says is None:
+        expect_plugins_match_version(document, "d.toml", read_as, main="main.toml")
+    else:
+        with pytest.raises(StepFailed, match=says):
+            expect_plugins_match_version(document, "d.toml", read_as, main="main.toml")
+
+
+def test_an_imported_drop_in_states_the_main_file_version_or_none():
+    expect_plugins_match_version({"version": 2, **V2_RUNTIMES}, "d.toml", 2, main="main.toml", imported=True)
+    with pytest.raises(StepFailed, match=r"says version = 3, but main\.toml, which imports it, is version 2"):
+        expect_plugins_match_version({"version": 3, **V3_RUNTIMES}, "d.toml", 2, main="main.toml", imported=True)
 
 
 @pytest.mark.parametrize(

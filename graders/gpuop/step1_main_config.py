@@ -7,12 +7,12 @@ from pytest_gpulab.grading import (
     Words,
     cri_containerd,
     expect,
+    expect_plugins_match_version,
     expect_value,
-    fail,
     runtime_option,
     runtime_table,
     should_be,
-    stranded_table,
+    top_level,
 )
 
 pytestmark = pytest.mark.step(1, "Main containerd configuration", points=10)
@@ -27,7 +27,7 @@ def config(learner):
 
 
 def test_version(config):
-    version = config.get("version")
+    version = top_level(config, "version", CONFIG)
     expect_value(
         version,
         2,
@@ -38,13 +38,7 @@ def test_version(config):
 
 
 def test_imports(config):
-    imports = config.get("imports")
-    if imports is None and (table := stranded_table(config, "imports")):
-        fail(
-            f"{CONFIG} has imports inside the [{table}] table, not at the top level.",
-            hint="Every key after a [table] header belongs to that table: put imports above the first table header.",
-            detail=config,
-        )
+    imports = top_level(config, "imports", CONFIG)
     expect(
         isinstance(imports, list),
         should_be(f"{CONFIG}: imports", Words("a top-level array"), imports),
@@ -56,6 +50,10 @@ def test_imports(config):
         should_be(f"{CONFIG}: imports", Words("an array with one entry ending conf.d/*.toml"), imports),
         detail=config,
     )
+
+
+def test_plugin_names_match_the_version(config):
+    expect_plugins_match_version(config, CONFIG, read_as=2)
 
 
 def test_default_runtime(config):

@@ -7,6 +7,7 @@ from pytest_gpulab.grading import (
     defined_runtimes,
     dig,
     expect,
+    expect_plugins_match_version,
     expect_value,
     glob_matches,
     imports_of,
@@ -53,6 +54,11 @@ def test_nvidia_runtime(nvidia):
         hint="Write SystemdCgroup = true without quotes." if isinstance(systemd, str) else None,
         detail=nvidia,
     )
+
+
+def test_plugin_names_match_the_version(dropin):
+    """A drop-in that states no version is read as its main file's: version 2, as the lab asks (step 1 grades that)."""
+    expect_plugins_match_version(dropin, DROPIN, read_as=2, main=MAIN, imported=True)
 
 
 def test_adds_only_the_nvidia_runtime(dropin, nvidia):

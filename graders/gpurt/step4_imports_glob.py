@@ -8,6 +8,7 @@ from pytest_gpulab.grading import (
     cri_containerd,
     expect,
     expect_all,
+    expect_plugins_match_version,
     expect_value,
     fail,
     glob_matches,
@@ -16,6 +17,7 @@ from pytest_gpulab.grading import (
     runtime_table,
     should_be,
     shown,
+    top_level,
     yes_no,
 )
 
@@ -37,20 +39,24 @@ def matched(learner, lab, glob):
 
 def test_main_config(learner):
     config = learner.file(MAIN).toml()
-    expect_value(config.get("version"), 2, f"{MAIN}: version at the top level")
+    expect_value(top_level(config, "version", MAIN), 2, f"{MAIN}: version at the top level")
+    expect_plugins_match_version(config, MAIN, read_as=2)
     expect_value(cri_containerd(config, MAIN).get("default_runtime_name"), "runc", f"{MAIN}: default_runtime_name")
     runtime_table(config, MAIN, "runc")
 
 
 def test_dropin_defines_nvidia(learner):
-    runtime_table(learner.file(DROPIN).toml(), DROPIN, "nvidia")
+    """The accident node's drop-in: one that states no version is read as its main file's, version 2."""
+    dropin = learner.file(DROPIN).toml()
+    expect_plugins_match_version(dropin, DROPIN, read_as=2, main=MAIN)
+    runtime_table(dropin, DROPIN, "nvidia")
 
 
 def test_glob_misses_the_dropin(learner, lab):
-    globs = imports_of(learner.file(MAIN).toml())
-    expect(
-        globs, should_be(f"{MAIN}: imports", Words("an array with a glob"), learner.file(MAIN).toml().get("imports"))
-    )
+    config = learner.file(MAIN).toml()
+    imports = top_level(config, "imports", MAIN)
+    globs = imports_of(config)
+    expect(globs, should_be(f"{MAIN}: imports", Words("an array with a glob"), imports))
     dropin = learner.file(DROPIN).path.resolve()
     catching = [glob for glob in globs if dropin in {path.resolve() for path in matched(learner, lab, glob)}]
     if catching:

@@ -3,14 +3,12 @@
 import pytest
 
 from pytest_gpulab.grading import (
-    CRI_V2,
     CRI_V3_RUNTIME,
     Words,
     cri_containerd,
     expect,
+    expect_plugins_match_version,
     expect_value,
-    fail,
-    find_key,
     glob_matches,
     imports_of,
     runtime_option,
@@ -18,13 +16,13 @@ from pytest_gpulab.grading import (
     should_be,
     shown,
     table_name,
+    top_level,
 )
 
 pytestmark = pytest.mark.step(5, "The version 3 configuration", points=10)
 
 V3 = "etc/config-v3.toml"
 DROPIN = "etc/conf.d/99-nvidia.toml"
-RUNTIME_SETTINGS = ("runtimes", "default_runtime_name")
 NVIDIA = table_name(("plugins", CRI_V3_RUNTIME, "containerd", "runtimes", "nvidia"))
 
 
@@ -34,7 +32,7 @@ def config(learner):
 
 
 def test_version_3(config):
-    expect_value(config.get("version"), 3, f"{V3}: version at the top level")
+    expect_value(top_level(config, "version", V3), 3, f"{V3}: version at the top level")
 
 
 def test_runtimes_under_the_renamed_plugin(config):
@@ -51,21 +49,12 @@ def test_runtimes_under_the_renamed_plugin(config):
     )
 
 
-def test_no_runtime_settings_left_in_the_grpc_plugin(config):
-    grpc = (config.get("plugins") or {}).get(CRI_V2)
-    left = (
-        [".".join((*path, key)) for key in RUNTIME_SETTINGS for path, _ in find_key(grpc, key)]
-        if isinstance(grpc, dict)
-        else []
-    )
-    if left:
-        fail(
-            f'{V3} still has {left[0]} under [plugins."{CRI_V2}"], which version 3 silently ignores.',
-            hint=f'In version 3 that plugin keeps only server settings (stream_server_address and the like); runtime settings go under plugins."{CRI_V3_RUNTIME}".',
-        )
+def test_plugin_names_match_the_version(config):
+    expect_plugins_match_version(config, V3, read_as=3)
 
 
 def test_imports_the_dropin(learner, config):
+    top_level(config, "imports", V3)
     dropin = learner.file(DROPIN).path.resolve()
     globs = imports_of(config)
     expect(

@@ -2,7 +2,18 @@
 
 import pytest
 
-from pytest_gpulab.grading import CRI_V2, CRI_V3_RUNTIME, dig, expect, expect_answers, phrase, should_be, word, yes_no
+from pytest_gpulab.grading import (
+    CRI_V2,
+    CRI_V3_RUNTIME,
+    dig,
+    expect,
+    expect_answers,
+    expect_plugins_match_version,
+    phrase,
+    should_be,
+    word,
+    yes_no,
+)
 
 pytestmark = pytest.mark.step(7, "The default runtime and its blast radius", points=10)
 
@@ -23,7 +34,9 @@ ANSWERS = {
 
 
 def test_default_runtime_dropin(learner):
+    """The lab names no main file for this drop-in: one that states no version may use either plugin name."""
     dropin = learner.file(DROPIN).toml()
+    expect_plugins_match_version(dropin, DROPIN)
     defaults = [
         dig(dropin, "plugins", plugin, "containerd", "default_runtime_name") for plugin in (CRI_V2, CRI_V3_RUNTIME)
     ]

@@ -2,7 +2,14 @@
 
 import pytest
 
-from pytest_gpulab.grading import expect, expect_saved_verdict, listed, loaded_handlers, required_handlers
+from pytest_gpulab.grading import (
+    expect,
+    expect_plugins_match_version,
+    expect_saved_verdict,
+    listed,
+    loaded_handlers,
+    required_handlers,
+)
 
 pytestmark = pytest.mark.step(8, "The checker on a partly loaded dump", points=10, needs=1)
 
@@ -18,6 +25,11 @@ def required(lab_cluster):
 @pytest.fixture(scope="module")
 def loaded(learner):
     return loaded_handlers(learner.file(FIXTURE).toml())
+
+
+def test_fixture_plugin_names_match_its_version(learner):
+    """A dump states its version; a containerd of that version loads runtimes only under that version's plugin."""
+    expect_plugins_match_version(learner.file(FIXTURE).toml(), FIXTURE)
 
 
 def test_fixture_is_a_partly_loaded_dump(loaded, required):

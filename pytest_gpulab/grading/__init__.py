@@ -35,6 +35,7 @@ from .containerd_toml import (
     RUNTIMES_TABLE_V2,
     cri_containerd,
     defined_runtimes,
+    expect_plugins_match_version,
     find_key,
     glob_matches,
     imports_of,
@@ -44,6 +45,7 @@ from .containerd_toml import (
     runtime_table,
     stranded_table,
     table_name,
+    top_level,
 )
 from .feedback import (
     GradingError,
@@ -117,6 +119,7 @@ __all__ = [  # noqa: RUF022 - grouped by what each name is for, as the README li
     "cri_containerd",
     "defined_runtimes",
     "dig",
+    "expect_plugins_match_version",
     "find_key",
     "glob_matches",
     "imports_of",
@@ -130,6 +133,7 @@ __all__ = [  # noqa: RUF022 - grouped by what each name is for, as the README li
     "split_list",
     "stranded_table",
     "table_name",
+    "top_level",
     "yaml_in",
     # Reading the cluster
     "HOSTNAME_LABEL",

@@ -2,7 +2,8 @@
 
 Shared by the labs' graders: where the CRI plugin's runtimes live in a version
 2 or 3 file, how an ``imports`` glob resolves, and the diagnosis of the usual
-TOML mistakes (unquoted dotted table names, keys stranded under a table).
+TOML mistakes. The two rules every step reading a containerd file calls:
+:func:`top_level` (keys above the first table) and :func:`expect_plugins_match_version`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ RUNTIMES_TABLE_V2 = f'plugins."{CRI_V2}".containerd.runtimes'
 Example:: should_be("CONFLICT_TABLE", Words(RUNTIMES_TABLE_V2), table)
 """
 
+V3_ONLY_PLUGINS = (CRI_V3_RUNTIME, "io.containerd.cri.v1.images")
+V2_CRI_SETTINGS = ("containerd", "registry", "cni", "sandbox_image")  # what version 3 moved out of the grpc plugin
+
 UNQUOTED_HINT = (
     "A table name containing dots must quote that part: write "
     f'[plugins."{CRI_V2}".containerd...], otherwise TOML builds plugins.io.containerd.grpc... instead.'
@@ -54,6 +58,13 @@ def cri_containerd(document: dict[str, Any], display: str, plugin: str = CRI_V2)
         fail(
             f'{display} has no plugins."{plugin}" table: the parser sees plugins.{plugin} as nested tables.',
             hint=UNQUOTED_HINT,
+            detail=document,
+        )
+    other, version = (CRI_V3_RUNTIME, 3) if plugin == CRI_V2 else (CRI_V2, 2)
+    if isinstance(dig(document, "plugins", other, "containerd"), dict):
+        fail(
+            f'{display} has no [plugins."{plugin}".containerd] table: its runtimes sit under plugins."{other}", '
+            f"the plugin name of a version {version} configuration.",
             detail=document,
         )
     fail(f'{display} has no [plugins."{plugin}".containerd] table.', detail=document)
@@ -109,6 +120,81 @@ def stranded_table(document: dict[str, Any], key: str) -> str | None:
     """
     stranded = find_key(document, key)
     return table_name(stranded[0][0]) if stranded and stranded[0][0] else None
+
+
+def top_level(document: dict[str, Any], key: str, display: str) -> Any:
+    """A top-level key's value (None when absent); one written after a [table] header fails, naming that table.
+
+    Example:: imports = top_level(config, "imports", "etc/containerd/config.toml")
+    """
+    __tracebackhide__ = True
+    if key in document:
+        return document[key]
+    table = stranded_table(document, key)
+    if table:
+        fail(
+            f"{key} sits under [{table}] in {display}: TOML puts a key after a table header inside that table, "
+            "so containerd never sees it; move it above the first table.",
+            detail=document,
+        )
+    return None
+
+
+def plugin_version_mismatch(document: dict[str, Any], version: int) -> str | None:
+    """The first table of the other config version in a file read as ``version`` (2 or 3), as TOML names it."""
+    plugins = document.get("plugins")
+    if not isinstance(plugins, dict):
+        return None
+    if version == 2:
+        return next((table_name(("plugins", p)) for p in V3_ONLY_PLUGINS if p in plugins), None)
+    grpc = plugins.get(CRI_V2)
+    if version != 3 or not isinstance(grpc, dict):
+        return None
+    keys: list[tuple[str, ...]] = [(key,) for key in V2_CRI_SETTINGS if key in grpc]
+    keys += [(*path, key) for key in ("runtimes", "default_runtime_name") for path, _ in find_key(grpc, key)]
+    return table_name(("plugins", CRI_V2, *keys[0])) if keys else None
+
+
+def expect_plugins_match_version(
+    document: dict[str, Any], display: str, read_as: int | None = None, main: str | None = None, imported: bool = False
+) -> None:
+    """The file's plugin names are those of its config version: ``io.containerd.grpc.v1.cri`` holds the
+    runtimes in version 2, ``io.containerd.cri.v1.runtime`` in version 3. The version is the file's own
+    ``version``; a file that states none is read as ``read_as`` (a drop-in as the ``main`` file it belongs
+    to), and with neither nothing is judged. containerd ignores a table of the other version without a word.
+    ``imported``: ``main`` imports the file, so stating another version than ``read_as`` fails too.
+
+    Example:: expect_plugins_match_version(learner.file(DROPIN).toml(), DROPIN, 2, main="etc/config.toml")
+    """
+    __tracebackhide__ = True
+    version = document.get("version") if type(document.get("version")) is int else None
+    if imported and version is not None and version != read_as:
+        fail(
+            f"{display} says version = {version}, but {main or 'the main file'}, which imports it, is version "
+            f"{read_as}: one containerd reads one config version.",
+            hint=f"Write the drop-in for version {read_as}, plugin names included, or leave version out.",
+            detail=document,
+        )
+    source = f"is version {version}"
+    if version is None and read_as is not None:
+        version = read_as
+        source = f"states no version, so it is read as version {version}" + (f", as {main} is" if main else "")
+    table = plugin_version_mismatch(document, version) if version is not None else None
+    if table is None:
+        return
+    if version == 2:
+        fail(
+            f"{display} {source}, yet writes [{table}], a version 3 plugin name: a version 2 containerd "
+            "has no such plugin and ignores the table without a word.",
+            hint=f'In version 2 the runtimes live under plugins."{CRI_V2}".containerd.',
+            detail=document,
+        )
+    fail(
+        f"{display} {source}, yet sets {table}, a version 2 setting, which version 3 silently ignores.",
+        hint=f"In version 3 that plugin keeps only server settings (stream_server_address and the like); "
+        f'runtime settings go under plugins."{CRI_V3_RUNTIME}".',
+        detail=document,
+    )
 
 
 def loaded_handlers(dump: dict[str, Any]) -> set[str]:
