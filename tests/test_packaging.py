@@ -154,4 +154,4 @@ def test_an_installed_course_proves_its_lab_with_gpulab_selftest(fresh_venv, tmp
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     assert "trap trainer-without-toleration (fails 1)  F P  ok" in done.stdout
-    assert "gpuquota: 5 of 5 rows as declared" in done.stdout
+    assert "gpuquota: 6 of 6 rows as declared" in done.stdout

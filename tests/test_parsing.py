@@ -14,6 +14,7 @@ from pytest_gpulab.grading.containerd_toml import (
     top_level,
 )
 from pytest_gpulab.grading.feedback import StepFailed
+from pytest_gpulab.grading.kube import effective_request
 from pytest_gpulab.grading.parsing import (
     load_toml,
     load_yaml_documents,
@@ -280,3 +281,38 @@ def test_every_amount_column_is_kept(tmp_path):
     path = tmp_path / "node-gpu.txt"
     path.write_text("NAME CAPACITY ALLOCATABLE\nlab-node-0 4 4\nlab-node-2 <none> 4\n")
     assert read_amount_table(path) == {"lab-node-0": [4, 4], "lab-node-2": [0, 4]}
+
+
+def pod(*resources: dict[str, Any], init: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    return {
+        "spec": {
+            "containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(resources)],
+            "initContainers": list(init),
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "resource", "amount"),
+    [
+        (pod({"limits": {"cpu": "900m"}}), "cpu", 0.9),  # a limit alone is the request
+        (pod({"requests": {"cpu": 0.9}, "limits": {"cpu": "2"}}), "cpu", 0.9),
+        (pod({"limits": {"nvidia.com/gpu": "1"}}, {}), "nvidia.com/gpu", 1),
+        (pod({"requests": {"nvidia.com/gpu": "1000m"}, "limits": {"nvidia.com/gpu": 1}}), "nvidia.com/gpu", 1),
+        (pod({"limits": {"memory": "1Gi"}}, {"requests": {"memory": "1024Mi"}}), "memory", 2 * 2**30),
+        ({"spec": {"template": pod({"limits": {"memory": "65536Mi"}})}}, "memory", 64 * 2**30),
+        (pod({"requests": {"cpu": "1"}}, init=({"resources": {"requests": {"cpu": "2"}}},)), "cpu", 2),
+        (
+            pod(
+                {"requests": {"cpu": "1"}},
+                init=({"restartPolicy": "Always", "resources": {"limits": {"cpu": "100m"}}},),
+            ),
+            "cpu",
+            1.1,
+        ),
+        (pod({"limits": {"cpu": "lots"}}), "cpu", None),
+        (pod({}), "cpu", None),
+    ],
+)
+def test_an_amount_is_the_effective_request_in_any_spelling(obj, resource, amount):
+    assert effective_request(obj, resource) == amount

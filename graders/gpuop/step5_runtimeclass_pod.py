@@ -9,6 +9,7 @@ from pytest_gpulab.grading import (
     check_runtimeclass,
     containers,
     dig,
+    effective_request,
     expect,
     expect_value,
     quantity_bytes,
@@ -21,21 +22,25 @@ pytestmark = pytest.mark.step(5, "RuntimeClass, GPU Pod and the Unschedulable re
 RUNTIMECLASS = "k8s/runtimeclass.yaml"
 POD = "k8s/gpu-pod.yaml"
 UNSCHEDULED = "out/unscheduled.txt"
+GPU = "nvidia.com/gpu"
 LABEL = re.compile(r"^(reason|message)(?:\s*[:=]\s*|\s+)", re.I)  # "reason: Unschedulable", "reason Unschedulable"
 
 
-def gpu_limits(pod):
-    """Every container's nvidia.com/gpu limit, as written or as the API server keeps it."""
-    return [limit for c in containers(pod) if (limit := dig(c, "resources", "limits", "nvidia.com/gpu")) is not None]
+def gpu_asks(pod):
+    """What each container that asks for GPUs wrote: its nvidia.com/gpu limits and requests."""
+    written = [{kind: dig(c, "resources", kind, GPU) for kind in ("limits", "requests")} for c in containers(pod)]
+    return [
+        {kind: amount for kind, amount in asks.items() if amount is not None} for asks in written if any(asks.values())
+    ]
 
 
 def check_pod(pod):
     expect_value(dig(pod, "metadata", "namespace"), "gpu-lab", "the Pod's namespace")
     expect_value(dig(pod, "spec", "runtimeClassName"), "nvidia", "spec.runtimeClassName", detail=pod)
-    limits = gpu_limits(pod)
+    asks = gpu_asks(pod)
     expect(
-        [quantity_bytes(limit) for limit in limits] == [1],
-        should_be("the Pod's resources.limits nvidia.com/gpu", Words("1, in one container"), limits or None),
+        [quantity_bytes(ask.get("limits")) for ask in asks] == [1],
+        should_be(f"the Pod's resources.limits {GPU}", Words("1, in one container"), asks or None),
         detail=pod,
     )
 
@@ -57,6 +62,13 @@ def test_gpu_pod(learner, live):
         hint="Leave nodeName out: the scheduler must find a node with a free nvidia.com/gpu.",
     )
     written_and_applied(learner.file(POD), live, "Pod", "gpu-lab/cuda-probe", check_pod)
+    # Judged live, after the API server's defaulting: a GPU limit alone is the request, in any spelling.
+    pod = live.get("Pod", "gpu-lab/cuda-probe")
+    expect(
+        effective_request(pod, GPU) == 1,
+        should_be(f"In the cluster, the {GPU} cuda-probe requests", Words("1"), gpu_asks(pod) or None),
+        detail=pod,
+    )
 
 
 def reason_and_message(lines):

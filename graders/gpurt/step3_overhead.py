@@ -6,13 +6,14 @@ from pytest_gpulab.grading import (
     Words,
     check_runtimeclass,
     condition,
+    containers,
     dig,
+    effective_request,
     expect,
     expect_value,
     fail,
     pins_to,
     quantity_bytes,
-    request,
     selects,
     should_be,
     shown,
@@ -83,12 +84,20 @@ def test_pod_goes_through_the_scheduler(learner, live, name):
             allowed == (node_name == TIGHT[name]),
             f"{OVERHEAD}: {name}'s selector should allow {TIGHT[name]} and not the other cpu-1 node ({node_name} is {'allowed' if allowed else 'excluded'}).",
         )
-    cpu = request(written, "cpu")
-    expect(quantity_bytes(cpu) == 0.9, should_be(f"{OVERHEAD}: {name}'s cpu request", Words("900m"), cpu))
+    expect_asks_900m(written, f"{OVERHEAD}: {name}")
     expect_value(
         dig(written, "spec", "runtimeClassName"),
         "nvidia-overhead" if name == "over" else None,
         f"{OVERHEAD}: {name}'s runtimeClassName",
+    )
+    expect_asks_900m(find_pod(live, name), f"In the cluster, {name}")
+
+
+def expect_asks_900m(pod, where):
+    """The cpu the Pod asks for, as the scheduler counts it: its requests, or its limits alone, in any spelling."""
+    expect(
+        effective_request(pod, "cpu") == 0.9,
+        should_be(f"{where}'s cpu request", Words("900m"), [dig(c, "resources") for c in containers(pod)] or None),
     )
 
 

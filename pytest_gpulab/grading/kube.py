@@ -34,15 +34,47 @@ def request(obj: Obj | None, resource: str, kind: str = "requests") -> Any:
     return next((value for c in containers(obj) if (value := dig(c, "resources", kind, resource)) is not None), None)
 
 
+def _written(container: Obj, resource: str) -> Any:
+    """One container's request of ``resource`` as written; its limit when it sets only a limit (the API server's default)."""
+    asked = dig(container, "resources", "requests", resource)
+    return dig(container, "resources", "limits", resource) if asked is None else asked
+
+
+def effective_request(obj: Obj | None, resource: str) -> float | None:
+    """How much of ``resource`` a Pod (a workload's Pod template, a ControllerRevision's ``data``) asks for,
+    as the scheduler counts it: each container's request, or its limit where it sets only a limit (the
+    API server defaults requests from limits), summed; an init container's, or a sidecar's, as Kubernetes
+    adds them. A number, so every spelling is one amount (``1``, ``"1"``, ``1000m``; ``1Gi``, ``1024Mi``);
+    None when no container asks for it, or an amount is not a quantity. ``spec.overhead`` is not included.
+
+    Example:: effective_request(live.get("Pod", "gpu-rt/over"), "cpu")  # 0.9, written as requests or limits
+    """
+    spec = dig(obj, "spec", "template", "spec") if dig(obj, "spec", "template") is not None else dig(obj, "spec")
+    inits = [c for c in dig(spec, "initContainers", default=[]) or [] if isinstance(c, dict)]
+    written = [(c, _written(c, resource)) for c in [*containers(obj), *inits]]
+    amounts = {id(c): quantity_bytes(value) for c, value in written if value is not None}
+    if not amounts or None in amounts.values():
+        return None
+    sidecars = peak = 0.0
+    for init in inits:
+        amount = amounts.get(id(init)) or 0.0
+        if init.get("restartPolicy") == "Always":
+            sidecars += amount
+        else:
+            peak = max(peak, sidecars + amount)
+    return round(max(peak, sidecars + sum(amounts.get(id(c)) or 0.0 for c in containers(obj))), 9)
+
+
 def image_and_memory(obj: Obj | None) -> tuple[str | None, float | None]:
     """(image, memory request in bytes) of the first container: what tells two specs of one workload apart.
 
-    ``obj`` is a Pod, a workload, or a ControllerRevision's ``data``.
+    ``obj`` is a Pod, a workload, or a ControllerRevision's ``data``; the memory is the effective request
+    (:func:`effective_request`: a limit alone counts as the request), in any spelling.
 
     Example:: image_and_memory(pod)  # ("nvcr.io/nvidia/k8s/container-toolkit:v1.17.0", 68719476736.0)
     """
     image = dig(containers(obj), 0, "image")
-    return image if isinstance(image, str) else None, quantity_bytes(request(obj, "memory"))
+    return image if isinstance(image, str) else None, effective_request(obj, "memory")
 
 
 @dataclass(frozen=True)

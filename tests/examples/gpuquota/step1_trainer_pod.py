@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import dig, expect, expect_value, quantity_bytes, should_be, written_and_applied
+from pytest_gpulab.grading import dig, effective_request, expect, expect_value, should_be, written_and_applied
 
 pytestmark = pytest.mark.step(1, "Training Pod on the GPU node", points=10)
 
@@ -10,8 +10,9 @@ POD = "k8s/trainer.yaml"
 
 
 def check_trainer(pod):
-    limit = dig(pod, "spec", "containers", 0, "resources", "limits", "nvidia.com/gpu")
-    expect(quantity_bytes(limit) == 1, should_be("the GPU limit", 1, limit))  # a file may say 1, the API server "1"
+    # What the Pod asks for, in any spelling (1, "1", 1000m), from its requests or, where it sets none, its limits.
+    gpus = effective_request(pod, "nvidia.com/gpu")
+    expect(gpus == 1, should_be("the GPUs the Pod asks for", 1, dig(pod, "spec", "containers", 0, "resources")))
     tolerated = {t.get("key") for t in dig(pod, "spec", "tolerations", default=[]) or []}
     expect("dedicated" in tolerated, "the Pod should tolerate the dedicated=gpu taint.")
 
