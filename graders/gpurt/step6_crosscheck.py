@@ -21,6 +21,7 @@ from pytest_gpulab.grading import (
     generate_dump,
     listed,
     required_handlers,
+    said,
 )
 
 pytestmark = pytest.mark.step(6, "rc-crosscheck.sh cross-checks the cluster and the dump", points=20, needs=1)
@@ -145,11 +146,11 @@ def test_reads_containerd_config_dump_without_an_argument(crosscheck, required, 
     given = (
         f"Run with no argument, containerd loading a version-{case[1]} configuration missing {listed(sorted(case[0]))}"
     )
-    expect_crosscheck(run, case, detail, given, argument=False)
     expect(
         run.asked_for_config_dump(),
-        f"With no argument, {SCRIPT} should read `containerd config dump`; it never ran it.",
+        f"With no argument, {SCRIPT} should read `containerd config dump`; it never ran it{said(run.result)}.",
     )
+    expect_crosscheck(run, case, detail, given, argument=False)
 
 
 @pytest.mark.parametrize("fault", sorted(FAILING_API))

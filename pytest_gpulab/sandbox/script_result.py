@@ -92,6 +92,7 @@ def _bash_ran_another_language(result: ScriptResult) -> str | None:
     return interpreter if interpreter and os.path.basename(interpreter) not in shells else None
 
 
+LAB_PATH = re.compile(r"/\S*/((?:bin|out|etc|k8s|fixtures)/[^\s:'\"]+)")
 KLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
 
 
@@ -108,4 +109,5 @@ def said(result: ScriptResult) -> str:
     if not lines:
         return ""
     line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    line = LAB_PATH.sub(r"\1", line)  # the script's path as the lab names it, not the grader's copy of it
     return f" (it said: {line[:200]})"
