@@ -15,18 +15,15 @@ from pytest_gpulab.grading.containerd_toml import (
 )
 from pytest_gpulab.grading.feedback import StepFailed
 from pytest_gpulab.grading.kube import effective_request
-from pytest_gpulab.grading.parsing import (
-    load_toml,
-    load_yaml_documents,
+from pytest_gpulab.grading.parsing import load_toml, load_yaml_documents, read_text, yaml_in
+from pytest_gpulab.grading.values import (
     parse_key_values,
     parse_quantity_number,
     parse_yes_no,
     quantity_bytes,
     read_amount_table,
     read_key_values,
-    read_text,
     split_list,
-    yaml_in,
 )
 
 

@@ -93,8 +93,9 @@ from .nodes import (
     tolerates,
     tolerations,
 )
-from .parsing import dig, parse_quantity_number, parse_yes_no, quantity_bytes, split_list, yaml_in
+from .parsing import dig, yaml_in
 from .scripts import Run
+from .values import parse_quantity_number, parse_yes_no, quantity_bytes, split_list
 from .verdicts import (
     FAILING_API,
     expect_fails_closed,

@@ -21,7 +21,7 @@ from typing import Any
 
 from .feedback import Words, expect, listed, same, should_be
 from .learner import LearnerFile
-from .parsing import parse_yes_no, split_list
+from .values import parse_yes_no, split_list
 
 Hint = Callable[[Any], str | None]
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from .feedback import Words, blocked_unless, expect, expect_value, fail, listed, should_be, shown
 from .live import LiveCluster, owned_by
-from .parsing import dig, quantity_bytes
+from .parsing import dig
+from .values import quantity_bytes
 
 Obj = Mapping[str, Any]
 

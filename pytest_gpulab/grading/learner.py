@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import parsing
+from . import parsing, values
 from .feedback import StepFailed, fail
 
 
@@ -93,12 +93,12 @@ class LearnerFile:
     def key_values(self, *required: str) -> dict[str, str]:
         """The ``KEY=VALUE`` lines; a missing required key, or one given twice, fails."""
         __tracebackhide__ = True
-        return parsing.read_key_values(self.readable, self.relative, required=required)
+        return values.read_key_values(self.readable, self.relative, required=required)
 
     def amount_table(self) -> dict[str, list[int | str]]:
-        """A NAME/AMOUNT table as {name: [amount, ...]} (see :func:`parsing.read_amount_table`)."""
+        """A NAME/AMOUNT table as {name: [amount, ...]} (see :func:`values.read_amount_table`)."""
         __tracebackhide__ = True
-        return parsing.read_amount_table(self.readable, self.relative)
+        return values.read_amount_table(self.readable, self.relative)
 
 
 @dataclass(frozen=True)
