@@ -5,9 +5,9 @@ import pytest
 from pytest_gpulab.grading import (
     HOSTNAME_LABEL,
     Words,
-    containers,
     containing,
     dig,
+    effective_request,
     expect,
     expect_answers,
     expect_value,
@@ -15,7 +15,6 @@ from pytest_gpulab.grading import (
     listed,
     name_of,
     number,
-    quantity_bytes,
     selects,
     should_be,
     tolerates,
@@ -31,10 +30,10 @@ NODE = "lab-node-2"
 RESERVATION = {"key": "ai4dd-a100-reserved", "value": "true", "effect": "NoSchedule"}
 
 
-def gpus_limited(pod):
-    """The nvidia.com/gpu limits of all containers, summed (None when there are none)."""
-    limits = [quantity_bytes(dig(c, "resources", "limits", "nvidia.com/gpu")) for c in containers(pod)]
-    return sum(limit for limit in limits if limit is not None) if any(limits) else None
+def gpus_asked(pod):
+    """The GPUs the Pod asks for, as the scheduler counts them (a whole number shown as one)."""
+    amount = effective_request(pod, "nvidia.com/gpu")
+    return int(amount) if amount is not None and amount == int(amount) else amount
 
 
 def uses_hostname(pod):
@@ -49,8 +48,8 @@ def check_job(nodes):
     def check(pod):
         expect_value(dig(pod, "metadata", "namespace"), "research", "the Pod's namespace")
         expect(
-            gpus_limited(pod) == 4,
-            should_be("The Pod's limits nvidia.com/gpu", Words("4"), gpus_limited(pod)),
+            gpus_asked(pod) == 4,
+            should_be("The GPUs the Pod asks for (nvidia.com/gpu)", Words("4"), gpus_asked(pod)),
         )
         chosen = [name_of(node) for node in nodes if selects(pod, node)]
         expect(
