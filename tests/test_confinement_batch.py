@@ -77,6 +77,10 @@ def test_an_attacker_graded_beside_its_victim_changes_nothing_of_it(tmp_path, gp
     assert crosscheck["outcome"] == "failed", crosscheck
     scans = scans_in(crosscheck)
     assert scans, "the attack's runs report what they reached"
-    assert all(scan == {"open": [8001], "etcd": [], "written": [], "created": []} for scan in scans), scans
+    # Each run reaches its own forwarder's port at most (none in a run given an unreachable API server).
+    assert all(
+        scan["open"] in ([8001], []) and scan["etcd"] == scan["written"] == scan["created"] == [] for scan in scans
+    )
+    assert any(scan["open"] == [8001] for scan in scans), scans
     # The canary is the shared cluster: what the attack would have written there is a key and a namespace.
     assert etcd_keys(gpuop_cluster) == [] and PWNED not in json.dumps(objects_of(gpuop_cluster))

@@ -163,7 +163,7 @@ def test_no_dump_chosen_fails(fake):
     result = run(fake, "config", "dump")
     assert result.returncode == 1
     assert result.stdout == b""
-    assert b"no configuration has been chosen" in result.stderr
+    assert b"no loaded configuration to dump" in result.stderr
 
 
 @pytest.mark.parametrize("flag", [["--version"], ["-v"], ["version"], ["-l", "debug", "--version"]])

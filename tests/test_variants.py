@@ -139,9 +139,12 @@ def test_the_labs_keep_every_variant_they_had_in_python():
         variants = load_variants(CHECKOUT / "graders" / lab)
         files = [variant for variant in variants if not variant.own_cluster]
         counts[lab] = (sum(v.kind == "form" for v in files), sum(v.kind == "trap" for v in files), len(variants))
-    assert counts == {"gpuop": (27, 62, 93), "gpurt": (9, 23, 32), "gpunode": (7, 25, 33)}
+    moved = {"gpuop": (27, 62, 93), "gpurt": (9, 23, 32), "gpunode": (7, 25, 33)}  # later issues add more
+    assert all(a >= b for lab in moved for a, b in zip(counts[lab], moved[lab], strict=True)), counts
     example = load_variants(CHECKOUT / "tests" / "examples" / "gpuquota")
-    assert [v.kind for v in example] == ["form", "trap", "trap"] and example[2].own_cluster
+    kinds = {v.name: (v.kind, v.own_cluster) for v in example}
+    assert kinds["gpu-limit-quoted"] == ("form", False) and kinds["free-gpus-is-the-quota"] == ("trap", False)
+    assert kinds["trainer-without-toleration"] == ("trap", True)
 
 
 def step(number: int, outcome: str, message: str = "", blocked_by: tuple[int, ...] = (), notes=()) -> dict:
