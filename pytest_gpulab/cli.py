@@ -47,7 +47,7 @@ def _lab(args: argparse.Namespace) -> Lab:
 
 
 def _lab_cluster(lab: Lab) -> KwokCluster:
-    return KwokCluster.for_lab(lab, workdir=up_workdir(lab.name))
+    return KwokCluster.for_lab(lab, workdir=up_workdir(lab.name), outlives_caller=True)
 
 
 def cmd_build(args: argparse.Namespace) -> int:

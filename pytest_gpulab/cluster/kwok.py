@@ -30,7 +30,7 @@ from ..labs.discovery import discover
 from ..labs.errors import ApiError, TransportError
 from ..labs.labfile import Environment, Lab, NodeSpec
 from ..labs.waiting import wait_until
-from . import ports, toolchain
+from . import ports, reaper, toolchain
 from .bringup import Bringup
 from .kwokconfig import write_kwokctl_config
 from .kwokctl import component_logs, create_command, delete_command, port_is_free, run_kwokctl
@@ -58,6 +58,7 @@ class KwokCluster:
         start_timeout: float = 120,
         ready_timeout: float = 60,
         kwokctl_options: dict[str, object] | None = None,
+        outlives_caller: bool = False,
     ) -> None:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
             raise ValueError(f"cluster name {name!r} must be lower-case letters, digits and dashes")
@@ -74,6 +75,8 @@ class KwokCluster:
         self.startup_seconds: float | None = None
         self._api: Bringup | None = None
         self._ports: ports.Reservation | None = None
+        self.outlives_caller = outlives_caller  # `gpulab up`'s: else stopped when this process ends (reaper.py)
+        self._watchdog: reaper.Watchdog | None = None
 
     @classmethod
     def for_lab(cls, lab: Lab | str, *, lab_dirs: Sequence[Path] = (), **kwargs: Any) -> KwokCluster:
@@ -130,6 +133,7 @@ class KwokCluster:
         self.workdir.chmod(0o700)  # kwokctl writes pki/*.key mode 644 (kwok's pkg/kwokctl/pki/pkiutil.go)
         started = time.monotonic()
         try:
+            self._watch(self.workdir)
             self._create(self.workdir)
             self._bring_up()
             self.apply_objects(self.objects)
@@ -138,6 +142,18 @@ class KwokCluster:
             raise
         self.startup_seconds = time.monotonic() - started
         return self
+
+    def _watch(self, workdir: Path) -> None:
+        """Leftovers of dead graders reaped; unless this cluster is to outlive this process, a watchdog that
+        stops it and removes its folder if this process ends without stopping it (reaper.py)."""
+        reaper.sweep()
+        if not self.outlives_caller:
+            self._watchdog = reaper.Watchdog(workdir, self.cluster_dir, self._owns_workdir)
+
+    def _unwatch(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.end()
+            self._watchdog = None
 
     def _check_can_start(self) -> None:
         missing = toolchain.missing_binaries(self.bin_dir)
@@ -192,6 +208,7 @@ class KwokCluster:
         if self._ports is not None:
             self._ports.release()  # once the cluster is gone
         self._remove_workdir()
+        self._unwatch()
 
     def _close_api(self) -> None:
         if self._api is not None:
@@ -230,6 +247,7 @@ class KwokCluster:
         if self._ports is not None:
             self._ports.release()  # once the cluster is gone
         self._remove_workdir()
+        self._unwatch()
 
     def __enter__(self) -> KwokCluster:
         return self.start()
