@@ -33,12 +33,14 @@ from ..labs.waiting import wait_until
 from . import ports, reaper, toolchain
 from .bringup import Bringup
 from .kwokconfig import write_kwokctl_config
-from .kwokctl import component_logs, create_command, delete_command, port_is_free, run_kwokctl
-
-
-class KwokClusterError(RuntimeError):
-    """The lab cluster could not be started, reached or stopped; says what to do."""
-
+from .kwokctl import (
+    KwokClusterError,
+    check_can_start,
+    create_command,
+    delete_cluster,
+    explain_start_failure,
+    run_kwokctl,
+)
 
 PORT_RACE_ATTEMPTS = 3
 
@@ -126,7 +128,7 @@ class KwokCluster:
         raise AssertionError("unreachable")
 
     def _start_once(self) -> KwokCluster:
-        self._check_can_start()
+        check_can_start(self.bin_dir, self.apiserver_port)
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="gpulab-kwok-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -155,19 +157,6 @@ class KwokCluster:
             self._watchdog.end()
             self._watchdog = None
 
-    def _check_can_start(self) -> None:
-        missing = toolchain.missing_binaries(self.bin_dir)
-        if missing:
-            raise KwokClusterError(
-                f"missing lab cluster binaries in {self.bin_dir}: {', '.join(missing)}. "
-                "Build them with `gpulab build` (or scripts/setup)."
-            )
-        if self.apiserver_port and not port_is_free(self.apiserver_port):
-            raise KwokClusterError(
-                f"port {self.apiserver_port} is already in use, so the lab cluster's API server cannot listen "
-                "on it. Stop what uses it (another lab cluster: `gpulab down LAB`) or choose another port."
-            )
-
     def _create(self, workdir: Path) -> None:
         reservation = self._reserve_ports()
         given = {"kubeApiserverPort": self.apiserver_port} if self.apiserver_port else {}
@@ -192,15 +181,7 @@ class KwokCluster:
         return self._ports
 
     def _explain_start_failure(self, what: str, output: str = "") -> str:
-        """A start failure in words: the likely cause first, then kwokctl's output and the logs' tails."""
-        logs = component_logs(self.cluster_dir) if self.workdir else ""
-        if "address already in use" in output + logs:
-            port = f" ({self.apiserver_port})" if self.apiserver_port else ""
-            return (
-                f"the lab cluster could not start: a port it needs{port} is already in use. "
-                "Stop the other lab cluster (`gpulab down LAB`) or choose another port."
-            )
-        return f"the lab cluster could not start: {what}.\n{output}\n{logs}".rstrip()
+        return explain_start_failure(self.cluster_dir if self.workdir else None, self.apiserver_port, what, output)
 
     def _cleanup_after_failure(self) -> None:
         self._close_api()  # a retried start has another port: its reads need a fresh connection
@@ -216,24 +197,8 @@ class KwokCluster:
             self._api = None
 
     def _kwokctl_delete(self, *, check: bool) -> None:
-        if self.workdir is None or not self.cluster_dir.exists():
-            return
-        if "kwokctl" in toolchain.missing_binaries(self.bin_dir):
-            raise KwokClusterError(
-                f"kwokctl is not in {self.bin_dir}, so the cluster in {self.cluster_dir} cannot be stopped. "
-                "Build the binaries with `gpulab build` (or set GPULAB_BIN_DIR), then try again."
-            )
-        command = delete_command(self.bin_dir, self.name, self.workdir / "unused-kubeconfig.yaml")
-        result = run_kwokctl(command, self.environment(), 120)
-        if check and result is None:
-            raise KwokClusterError(
-                f"kwokctl did not delete the cluster {self.name} within 120s; see {self.cluster_dir}"
-            )
-        if check and result is not None and result.returncode != 0:
-            raise KwokClusterError(
-                f"kwokctl could not delete the cluster {self.name} (its processes may still run; "
-                f"see {self.cluster_dir}):\n{(result.stdout + result.stderr)[-2000:]}"
-            )
+        if self.workdir is not None and self.cluster_dir.exists():
+            delete_cluster(self.bin_dir, self.name, self.workdir, self.environment(), check=check)
 
     def _remove_workdir(self) -> None:
         if self._owns_workdir and self.workdir is not None:

@@ -1,4 +1,5 @@
-"""kwokctl's command lines for a lab cluster of the binary runtime, and what it leaves to read."""
+"""kwokctl for a lab cluster of the binary runtime: its command lines, the checks before a start, the words for a
+failed one, the delete, and what it leaves to read."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ import signal
 import socket
 import subprocess
 from pathlib import Path
+
+from . import toolchain
+
+
+class KwokClusterError(RuntimeError):
+    """The lab cluster could not be started, reached or stopped; says what to do."""
+
 
 KWOKCTL_BINARIES = {
     "--etcd-binary": "etcd",
@@ -75,3 +83,48 @@ def port_is_free(port: int) -> bool:
 def snapshot_command(bin_dir: Path, name: str, verb: str, path: Path) -> list[str]:
     """``kwokctl snapshot save|restore`` in the etcd format (it keeps status and every resource)."""
     return [str(bin_dir / "kwokctl"), "snapshot", verb, "--name", name, "--format", "etcd", "--path", str(path)]
+
+
+def check_can_start(bin_dir: Path, apiserver_port: int | None) -> None:
+    """The binaries are there, and the API server's port, if chosen, is free."""
+    missing = toolchain.missing_binaries(bin_dir)
+    if missing:
+        raise KwokClusterError(
+            f"missing lab cluster binaries in {bin_dir}: {', '.join(missing)}. "
+            "Build them with `gpulab build` (or scripts/setup)."
+        )
+    if apiserver_port and not port_is_free(apiserver_port):
+        raise KwokClusterError(
+            f"port {apiserver_port} is already in use, so the lab cluster's API server cannot listen "
+            "on it. Stop what uses it (another lab cluster: `gpulab down LAB`) or choose another port."
+        )
+
+
+def explain_start_failure(cluster_dir: Path | None, apiserver_port: int | None, what: str, output: str = "") -> str:
+    """A start failure in words: the likely cause first, then kwokctl's output and the logs' tails."""
+    logs = component_logs(cluster_dir) if cluster_dir else ""
+    if "address already in use" in output + logs:
+        port = f" ({apiserver_port})" if apiserver_port else ""
+        return (
+            f"the lab cluster could not start: a port it needs{port} is already in use. "
+            "Stop the other lab cluster (`gpulab down LAB`) or choose another port."
+        )
+    return f"the lab cluster could not start: {what}.\n{output}\n{logs}".rstrip()
+
+
+def delete_cluster(bin_dir: Path, name: str, workdir: Path, env: dict[str, str], *, check: bool) -> None:
+    """``kwokctl delete cluster``; with ``check``, a failure raises."""
+    cluster_dir = workdir / "clusters" / name
+    if "kwokctl" in toolchain.missing_binaries(bin_dir):
+        raise KwokClusterError(
+            f"kwokctl is not in {bin_dir}, so the cluster in {cluster_dir} cannot be stopped. "
+            "Build the binaries with `gpulab build` (or set GPULAB_BIN_DIR), then try again."
+        )
+    result = run_kwokctl(delete_command(bin_dir, name, workdir / "unused-kubeconfig.yaml"), env, 120)
+    if check and result is None:
+        raise KwokClusterError(f"kwokctl did not delete the cluster {name} within 120s; see {cluster_dir}")
+    if check and result is not None and result.returncode != 0:
+        raise KwokClusterError(
+            f"kwokctl could not delete the cluster {name} (its processes may still run; "
+            f"see {cluster_dir}):\n{(result.stdout + result.stderr)[-2000:]}"
+        )
