@@ -68,6 +68,9 @@ def _check_manifest(manifest: Any) -> dict[str, Any]:
         raise BundleRefused("the bundle's manifest lacks its lab, files or snapshot")
     if not _is_size(shot.get("bytes")):
         raise BundleRefused("the bundle's cluster snapshot is missing from its manifest, or its size")
+    tools = manifest.get("tools")
+    if tools is not None and not (isinstance(tools, dict) and all(isinstance(v, str) for v in tools.values())):
+        raise BundleRefused("the bundle's manifest gives its tools' versions wrongly (not names with version strings)")
     for entry in files:
         if not (isinstance(entry, dict) and isinstance(entry.get("path"), str) and _is_size(entry.get("bytes"))):
             raise BundleRefused(
