@@ -25,6 +25,7 @@ from ..sandbox.confine import Exposure, Layout, Sandbox, snapshot, tool_paths
 from ..sandbox.containerd import FakeContainerd, shim_path
 from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
 from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
+from ..sandbox.stage import Stage, StagedRun
 from .feedback import fail
 from .learner import LearnerFile
 from .runs import Run as Run  # its first home, where labs import it from
@@ -74,6 +75,7 @@ class ScriptRunner:
         self._views: dict[str | None, DoctoredView] = {}
         self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
         self._pool: ThreadPoolExecutor | None = None
+        self._stage = Stage(lab_root)  # where a script run as a uid of its own without a sandbox finds its files
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -89,6 +91,7 @@ class ScriptRunner:
             self._pool = None
         while self._views:
             self._views.popitem()[1].__exit__(None, None, None)
+        self._stage.close()
 
     def cluster_view(self, fault: str | None = None) -> DoctoredView:
         """The read-only view of the lab cluster that ``cluster`` scripts read, made by the first one (it
@@ -129,12 +132,12 @@ class ScriptRunner:
         scratch: Path,
         env: dict[str, str],
         door: Door | None,
+        user: int | None,
     ) -> SandboxPlan | None:
         """What the script sees in the sandbox: its exposures, empty writable blanks (its scratch among
         them), and for a script that reads the cluster the view's socket behind a forwarder."""
         if self.sandbox is None:
             return None
-        user = self.sandbox.run_user()
         fake.calls_file.touch()
         if user is not None:
             for writable in (fake.calls_file, scratch):  # the scratch directory matters where no sandbox is
@@ -213,23 +216,43 @@ class ScriptRunner:
             return closed_door(run_dir / "api")
         if api is not None or self.sandbox is not None:
             view = view or self.cluster_view(api)
-        return view.door(tcp=self.sandbox is None) if view is not None else nullcontext()
+        tcp = self.sandbox is None or not self.sandbox.namespaces  # no sandbox: a loopback kubeconfig of its own
+        return view.door(tcp=tcp) if view is not None else nullcontext()
 
     def _run_in(
         self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
         cluster: bool, containerd: bool,
     ) -> LearnerRun:  # fmt: skip
-        """One run through its own door into the view: what it tried to write is its result's ``writes``."""
-        prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, door=door)
-        env = {**os.environ, **extra}
-        env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
-        plan = self._plan(path, args, fake, scratch, env, door)
-        result = run_script(
-            path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
-        )
+        """One run through its own door into the view: what it tried to write is its result's ``writes``.
+        Run as a uid of its own without a sandbox, it is given reachable copies (:mod:`..sandbox.stage`)."""
+        user = self.sandbox.run_user() if self.sandbox is not None else None
+        staged = None
+        if user is not None and self.sandbox is not None and not self.sandbox.namespaces:
+            staged = self._stage.run(path, args, fake, user, door)
+        try:
+            result = self._start(path, args, fake, scratch, door, cluster, containerd, user, staged)
+        finally:
+            if staged is not None:
+                staged.end(fake)
         if door is not None:
             result = replace(result, writes=tuple(door.writes))
-        return LearnerRun(result, fake, plan.layout.run_user if plan is not None else None)
+        return LearnerRun(result, fake, user)
+
+    def _start(
+        self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
+        cluster: bool, containerd: bool, user: int | None, staged: StagedRun | None,
+    ) -> ScriptResult:  # fmt: skip
+        if staged is not None:
+            path, args, fake, scratch, door = staged.script, staged.args, staged.fake, staged.scratch, staged.door
+        prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, door=door)
+        if staged is not None and cluster:
+            prefix = self._stage.tools(prefix, toolchain.bin_dir())
+        env = {**os.environ, **extra}
+        env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
+        plan = self._plan(path, args, fake, scratch, env, door, user)
+        return run_script(
+            path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
+        )
 
     def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:
         return ScriptRuns(self, script)

@@ -162,14 +162,15 @@ def _in_system(path: Path) -> bool:
 
 def snapshot(root: Path, into: Path) -> Path:
     """A read-only copy of the learner's directory that the script's user can read, made once per run of
-    the grader: modes opened to others (execute where the owner may; never setuid or setgid), special files
-    and huge files left out, and no more than SNAPSHOT_TOTAL_LIMIT bytes in all (sparse files are copied
-    whole, so their size counts)."""
+    the grader: modes opened to others for reading (execute where the owner may; never writing, setuid or
+    setgid: without a sandbox a script's uid could otherwise change it), special files and huge files left
+    out, and no more than SNAPSHOT_TOTAL_LIMIT bytes in all (sparse files are copied whole, so their size
+    counts)."""
     if into.exists():
         return into
     shutil.copytree(root, into, symlinks=True, ignore=_unsafe, copy_function=_Copier(SNAPSHOT_TOTAL_LIMIT).copy)
     for directory in [into, *(p for p in into.rglob("*") if p.is_dir() and not p.is_symlink())]:
-        directory.chmod(directory.stat().st_mode | 0o755)  # a mkdtemp root is 0700: let the script in
+        directory.chmod((directory.stat().st_mode | 0o755) & ~0o7022)  # a mkdtemp root is 0700: let the script in
     return into
 
 
@@ -208,7 +209,8 @@ class _Copier:
         if not stat.S_ISLNK(info.st_mode):
             self.left -= info.st_size
             executable = stat.S_IXOTH | stat.S_IXGRP if info.st_mode & stat.S_IXUSR else 0
-            os.chmod(target, (info.st_mode & 0o777) | stat.S_IROTH | stat.S_IRGRP | executable)
+            readable = (info.st_mode & 0o755) | stat.S_IROTH | stat.S_IRGRP  # the owner alone writes
+            os.chmod(target, readable | executable)
 
 
 @cache

@@ -67,13 +67,14 @@ def dump_path(name: str) -> Path:
 class FakeContainerd:
     """A launcher directory plus the state the stand-in reads and writes."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, python: str = sys.executable, program: Path | None = None) -> None:
+        """``python`` runs ``program`` (the shipped stand-in unless given a copy of it, beside its flags)."""
         self.directory = Path(directory)
         self.state_dir = self.directory / "state"
         self._bin_dir = self.directory / "bin"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._bin_dir.mkdir(parents=True, exist_ok=True)
-        shim = shim_path()
+        shim = program or shim_path()
         if not shim.is_file():
             raise FileNotFoundError(f"the fake containerd script is missing: {shim}")
         launcher = self._bin_dir / "containerd"
@@ -82,7 +83,7 @@ class FakeContainerd:
             "# Fake containerd for grading, written by pytest-gpulab.\n"
             f"{STATE_ENV}={shlex.quote(str(self.state_dir.resolve()))}\n"
             f"export {STATE_ENV}\n"
-            f'exec {shlex.quote(sys.executable)} -I -S {shlex.quote(str(shim))} "$@"\n',
+            f'exec {shlex.quote(python)} -I -S {shlex.quote(str(shim))} "$@"\n',
             encoding="utf-8",
         )
         launcher.chmod(0o755)
