@@ -102,7 +102,8 @@ def rewritten(honest: bytes, **changes: Any) -> bytes:
 
 
 def small_cohort(base: Path) -> Path:
-    """Two right answers (the reference, a form), a trap, a refused bundle and one the grader fails on."""
+    """Two right answers (the reference, a form), a trap and two refused bundles: one truncated, one whose
+    manifest gives the tools' versions as a list (once graded as an `error`: a grader bug, now fixed)."""
     bundles, lab = base / "bundles", discover().get("gpuop")
     bundles.mkdir(parents=True)
     root = base / "reference-root"
@@ -118,7 +119,7 @@ def small_cohort(base: Path) -> Path:
             write_bundle(lab, variant_root, cluster, bundles / f"{learner}.gpulab.tar.gz", learner=learner)
     whole = (bundles / "reference.gpulab.tar.gz").read_bytes()
     (bundles / "broken-truncated.gpulab.tar.gz").write_bytes(whole[: len(whole) // 2])
-    # A grader bug, not the learner's doing: the unbundler does not check `tools`, and reading a list as the
-    # tools' versions raises; grade_safely records that bundle's `error` (tried again by the Job).
-    (bundles / "error-grader-fails.gpulab.tar.gz").write_bytes(rewritten(whole, tools=["kubernetes"]))
+    # No bundle makes an honest grading `error`: whatever a bundle holds is graded or refused, and an error is
+    # the grader's or the machine's (a cluster that does not start, a timeout), the same on host and in a Pod.
+    (bundles / "broken-tools-a-list.gpulab.tar.gz").write_bytes(rewritten(whole, tools=["kubernetes"]))
     return bundles
