@@ -137,6 +137,8 @@ class Stage:
 
     def tools(self, prefix: list[Path], toolchain_bin: Path) -> list[Path]:
         """PATH's additions, the toolchain's folder replaced by the stage's ``kubectl``."""
+        if not (toolchain_bin / "kubectl").is_file():
+            return prefix
         return [self._kubectl(toolchain_bin) if entry == toolchain_bin else entry for entry in prefix]
 
 
