@@ -216,12 +216,14 @@ class _Copier:
 @cache
 def probe() -> Sandbox:
     """The protections this machine allows, tried once per process."""
-    limits_only = ("no sandbox: bubblewrap could not make namespaces here (scripts see the grader's files, "
-                   "processes and network, and may write what the grader's user may)")  # fmt: skip
     tools = all(shutil.which(tool) for tool in ("setpriv", "prlimit", "choom"))
     bwrap = shutil.which("bwrap")
     as_root = os.geteuid() == 0
     run_uids = RUN_UIDS if as_root and shutil.which("setpriv") else None  # never root, even without a sandbox
+    seen = ("scripts run each as a uid of its own, and see the machine's processes, network and what any user "
+            "may read" if run_uids else "scripts see the grader's files, processes and network, and may write "
+            "what the grader's user may")  # fmt: skip
+    limits_only = f"no sandbox: bubblewrap could not make namespaces here ({seen})"
     if bwrap is None or not tools:
         return Sandbox("none", run_uids, missing=(limits_only + "; install bubblewrap and util-linux",))
     filter_program = seccomp.program()
