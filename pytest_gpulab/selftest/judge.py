@@ -60,7 +60,8 @@ class Row:
 def step_text(step: Step) -> str:
     """What the learner reads of a step: its sentence and each unsuccessful check's, with hints, once each."""
     parts = [step, *(check for check in step["checks"] if check["outcome"] != PASSED)]
-    texts = [f"{p['message']} Hint: {p['hint']}" if p.get("hint") else p.get("message") or "" for p in parts]
+    errors = [f"(grader error in {c.get('name')}: {c['error']})" for c in step["checks"] if c.get("error")]
+    texts = errors + [f"{p['message']} Hint: {p['hint']}" if p.get("hint") else p.get("message") or "" for p in parts]
     return "\n".join(dict.fromkeys(text for text in texts if text))
 
 
