@@ -69,7 +69,9 @@ def main(runs: int) -> None:
                     path = work / f"snapshot-{index}.{fmt}"
                     figures[fmt]["save"].append(kwokctl(source, "save", path, fmt))
                     figures[fmt]["bytes"].append(path.stat().st_size)
-                    with snapshot.grading_cluster(f"bench-restore-{fmt}-{index}") as cluster:
+                    with KwokCluster(
+                        f"bench-restore-{fmt}-{index}", kwokctl_options=snapshot.GRADING_OPTIONS
+                    ) as cluster:
                         figures[fmt]["restore"].append(restore(cluster, path, fmt))
                         verdicts[fmt].add(graded(root, cluster, work))
     for fmt, numbers in figures.items():

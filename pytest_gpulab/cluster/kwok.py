@@ -61,6 +61,7 @@ class KwokCluster:
         ready_timeout: float = 60,
         kwokctl_options: dict[str, object] | None = None,
         outlives_caller: bool = False,
+        seed: Callable[[KwokCluster], None] | None = None,
     ) -> None:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
             raise ValueError(f"cluster name {name!r} must be lower-case letters, digits and dashes")
@@ -79,6 +80,7 @@ class KwokCluster:
         self._ports: ports.Reservation | None = None
         self.outlives_caller = outlives_caller  # `gpulab up`'s: else stopped when this process ends (reaper.py)
         self._watchdog: reaper.Watchdog | None = None
+        self.seed = seed  # run before its components start (snapshot.py: etcd's data)
 
     @classmethod
     def for_lab(cls, lab: Lab | str, *, lab_dirs: Sequence[Path] = (), **kwargs: Any) -> KwokCluster:
@@ -136,6 +138,8 @@ class KwokCluster:
         started = time.monotonic()
         try:
             self._watch(self.workdir)
+            if self.seed is not None:
+                self.seed(self)
             self._create(self.workdir)
             self._bring_up()
             self.apply_objects(self.objects)
@@ -256,15 +260,13 @@ class KwokCluster:
 
     def is_running(self) -> bool:
         """Whether this cluster's API server answers (its state may outlive its processes)."""
-        return self.workdir is not None and self.kubeconfig.exists() and self._answers_readyz()
-
-    def _answers_readyz(self) -> bool:
+        if self.workdir is None or not self.kubeconfig.exists():
+            return False
         try:
-            return (
-                self.kubectl("get", "--raw", "/readyz", "--request-timeout=5s", check=False, timeout=10).returncode == 0
-            )
+            answer = self.kubectl("get", "--raw", "/readyz", "--request-timeout=5s", check=False, timeout=10)
         except KwokClusterError:
             return False
+        return answer.returncode == 0
 
     @property
     def api(self) -> Bringup:

@@ -3,16 +3,17 @@
 The etcd format keeps every object as it was, status, ControllerRevisions and
 custom resources included; kwokctl's k8s format re-creates a chosen list of kinds
 and loses a DaemonSet's revisions, which gpuop's step 8 grades (``bench/README.md``
-has the measurement). Restoring replaces the whole state of a fresh cluster and
-restarts its components. The snapshot's node leases name the kwok controller that held
-them, which a new one would wait out (200 s); they are marked as held by nobody, as a node
-agent that went away leaves them, so the grading cluster's kwok takes the nodes at once.
-The cluster is ready again once the API server answers and every node's lease was renewed
-since the restore. Usable without pytest.
+has the measurement). A bundle is graded on a cluster that starts on the snapshot:
+etcdutl makes etcd's data directory from it, then etcd and the API server start on
+that state, and nothing else: no controller, scheduler or kwok acts on the frozen
+state. ``restore`` instead replaces a started cluster's state (what grading did
+before, kept for the benchmarks): its node leases are handed to the new kwok.
+Usable without pytest.
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from .kwok import KwokCluster, KwokClusterError
 from .kwokconfig import etcd_client_env
 from .kwokctl import component_logs, run_kwokctl, snapshot_command
 
+DATA_DIR = "etcd"  # kwokctl's etcd data directory in the cluster's folder
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
 # What no lab makes and a snapshot must not bring in: each would have the grading cluster's API
@@ -80,17 +82,38 @@ def save(cluster: KwokCluster, path: Path, timeout: float = 120) -> None:
         raise KwokClusterError(f"kwokctl snapshot save wrote nothing to {path}")
 
 
-# A grading cluster's kwok renews its node leases about every second (kwokctl multiplies the duration by
-# its heartbeat factor, 5), and retries a lease that is not yet free as often; a lab cluster's, every 50 s.
-GRADING_OPTIONS: dict[str, object] = {"nodeLeaseDurationSeconds": 1}
+# A frozen state is graded by etcd and the API server alone: no controller, scheduler or kwok acts on the
+# learner's objects between the bundle and its grading (bench/README.md, "Which components grading needs").
+FROZEN: dict[str, object] = {"disable": ["kube-controller-manager", "kube-scheduler", "kwok-controller"]}
+ETCDUTL_TIMEOUT = 120.0
+
+
+def restore_data(cluster: KwokCluster, path: Path) -> None:
+    """etcd's data directory made from the snapshot (etcdutl checks its hash) before etcd starts on it."""
+    cluster.cluster_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    command = [str(cluster.bin_dir / "etcdutl"), "snapshot", "restore", str(path)]
+    command += ["--data-dir", str(cluster.cluster_dir / DATA_DIR)]
+    try:
+        result = subprocess.run(
+            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=ETCDUTL_TIMEOUT
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise KwokClusterError(f"etcdutl did not restore the snapshot within {ETCDUTL_TIMEOUT:.0f}s") from None
+    if result.returncode != 0:
+        said = (result.stdout + result.stderr).strip()[-1500:]
+        raise SnapshotRefused(f"the bundle's cluster snapshot cannot be restored: {said}")
 
 
 @contextmanager
-def grading_cluster(name: str = "gpulab-grade") -> Iterator[KwokCluster]:
-    """A started fresh cluster, without the lab's nodes or objects (a restore brings the learner's), on ports
-    of its own (``ports.py``: none of them free while it is restored); stopped at the end."""
-    with KwokCluster(name, kwokctl_options=GRADING_OPTIONS) as cluster:
+def grading_cluster(path: Path, name: str = "gpulab-grade") -> Iterator[KwokCluster]:
+    """A cluster started on the snapshot's state, on ports of its own (``ports.py``); stopped at the end."""
+    with KwokCluster(name, kwokctl_options=FROZEN, seed=lambda cluster: restore_data(cluster, path)) as cluster:
         yield cluster
+
+
+# What the restore into a started cluster (``restore``, kept for bench/snapshot_formats.py) gives its kwok: a
+# renewal of the node leases about every second (kwokctl multiplies the duration by its heartbeat factor, 5).
+GRADING_OPTIONS: dict[str, object] = {"nodeLeaseDurationSeconds": 1}
 
 
 RESTORE_ATTEMPTS = 2

@@ -1,7 +1,8 @@
 """Grading a submission bundle away from the learner's machine: ``gpulab grade BUNDLE``.
 
-The bundle is opened into a directory of the grader's own; a fresh lab cluster
-takes the bundle's snapshot; then ``pytest --lab`` grades the bundled lab root
+The bundle is opened into a directory of the grader's own; a lab cluster
+starts on the bundle's snapshot (etcd and the API server: nothing acts on the
+frozen state); then ``pytest --lab`` grades the bundled lab root
 against it, exactly as on the learner's machine, and writes the same reports.
 The seed comes from the bundle's checksum, so a re-grade makes the same random
 choices. ``OUT`` gets::
@@ -98,10 +99,8 @@ def _pytest_command(
 
 def _grade_restored(opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path]) -> None:
     started = time.monotonic()
-    with snapshot.grading_cluster() as cluster:
+    with snapshot.grading_cluster(opened.snapshot) as cluster:
         started = _timed(outcome, "cluster_start", started)
-        snapshot.restore(cluster, opened.snapshot)
-        started = _timed(outcome, "restore", started)
         if calling := snapshot.calling_out(cluster):
             raise BundleRefused(
                 f"the bundle's cluster holds {', '.join(calling)}, which would have the grading cluster's API "
@@ -122,16 +121,16 @@ def _grade_restored(opened: OpenedBundle, outcome: Outcome, out: Path, work: Pat
 def _grade_in_a_fresh_cluster(
     opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path]
 ) -> None:
-    """A cluster that did not come up, or not restored, is not the bundle's fault: a second fresh one is tried,
-    and the components' logs of a failure kept in ``cluster-logs.txt``."""
+    """A cluster that did not come up on the snapshot is not the bundle's fault (a snapshot etcd cannot restore
+    is): a second one is tried, and what the failure said kept in ``cluster-logs.txt``."""
     for attempt in range(1, CLUSTER_ATTEMPTS + 1):
         try:
             return _grade_restored(opened, outcome, out, work, lab_dirs)
-        except snapshot.RestoreNotReady as error:
-            (out / "cluster-logs.txt").write_text(f"attempt {attempt}: {error}\n{error.logs}\n")
+        except KwokClusterError as error:
+            (out / "cluster-logs.txt").write_text(f"attempt {attempt}: {error}\n")
             if attempt == CLUSTER_ATTEMPTS:
                 raise
-            outcome.warnings.append(f"attempt {attempt}: {error}; graded in another fresh cluster")
+            outcome.warnings.append(f"attempt {attempt}: {error}; graded in another cluster")
 
 
 def _read_report(outcome: Outcome, out: Path, returncode: int) -> None:
