@@ -11,6 +11,31 @@ from cohort_cases import CohortBuilder, CohortRun
 from pytest_gpulab.cluster import toolchain
 from pytest_gpulab.cluster.kwok import KwokCluster
 
+COHORT_MODULES = ("tests/test_bundles.py", "tests/test_grading_elsewhere.py")  # gpuop_cohort's tests
+SPLIT_MODULES = ("tests/test_selftest.py",)  # long tests that share nothing costly
+LONGEST_FIRST = (*COHORT_MODULES, *SPLIT_MODULES, "tests/test_container_job.py", "tests/test_scale.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first, so that under pytest-xdist no worker is left alone with one at the end."""
+    rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist sends a module's tests to one worker (its module fixtures are made once), the generated
+    cohort's modules together (it is made and graded once), and the self-tests one by one."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            if module in COHORT_MODULES:
+                return "gpuop-cohort"
+            return nodeid if module in SPLIT_MODULES else super()._split_scope(nodeid)
+
+    return Scopes(config, log)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def pinned_binaries() -> Iterator[None]:

@@ -147,8 +147,8 @@ def test_the_grader_s_environment_and_processes_are_not_there(runner, lab, monke
 
 
 def test_filling_the_scratch_directory_ends_the_run_and_leaves_the_disk_alone(runner, lab, tmp_path):
-    """Bytes until the disk says no, then empty files until the time runs out: both stay in the run."""
-    free_before = shutil.disk_usage(tmp_path).free
+    """Bytes until the disk says no, then empty files until the time runs out: both stay in the run. The limit
+    is the run's own: the disk had room when the run was told it had none (other tests may write beside it)."""
     script = write(
         lab,
         "#!/bin/bash\nfor i in $(seq 1 100); do head -c 67108864 /dev/zero > big.$i || break; done\n"
@@ -166,7 +166,7 @@ def test_filling_the_scratch_directory_ends_the_run_and_leaves_the_disk_alone(ru
     written = int(result.stdout.split("BYTES=")[1].split()[0])
     assert written <= 64 * 1024 * 1024 + 1024 * 1024, result.stdout
     assert "No space left on device" in result.stderr, result.stderr[-500:]
-    assert shutil.disk_usage(tmp_path).free > free_before - 32 * 1024 * 1024
+    assert shutil.disk_usage(tmp_path).free > 1024 * 1024 * 1024
     assert fingerprint(lab) == before
     again = runner.run(count).result
     assert again.stdout.strip() == "0", "each run starts with an empty scratch directory"
