@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -262,3 +263,26 @@ def test_child_escaping_the_group_does_not_hang(tmp_path, scratch):
     result = run_script(script, cwd=scratch, timeout=10)
     assert time.monotonic() - started < 2.5
     assert result.exit_code == 0 and result.stdout == "hi\n"
+
+
+def test_a_run_s_environment_is_read_while_pytest_sets_and_unsets_a_variable(monkeypatch):
+    """Runs start in threads while pytest sets and unsets PYTEST_CURRENT_TEST: ``dict(os.environ)`` then raised
+    KeyError (a grader error of one check, now and then)."""
+    from pytest_gpulab.sandbox.supervision import environ_now
+
+    monkeypatch.setenv("GPULAB_TOGGLED", "1")
+    stop = threading.Event()
+
+    def toggle() -> None:
+        while not stop.is_set():
+            os.environ.pop("GPULAB_TOGGLED", None)
+            os.environ["GPULAB_TOGGLED"] = "1"
+
+    toggler = threading.Thread(target=toggle)
+    toggler.start()
+    try:
+        copies = [environ_now() for _ in range(3000)]
+    finally:
+        stop.set()
+        toggler.join()
+    assert all(copy.get("GPULAB_TOGGLED") in (None, "1") and "PATH" in copy for copy in copies)

@@ -26,6 +26,7 @@ from ..sandbox.containerd import FakeContainerd, shim_path
 from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
 from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
 from ..sandbox.stage import Stage, StagedRun
+from ..sandbox.supervision import environ_now
 from .feedback import fail
 from .learner import LearnerFile
 from .runs import Run as Run  # its first home, where labs import it from
@@ -247,7 +248,7 @@ class ScriptRunner:
         prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, door=door)
         if staged is not None and cluster:
             prefix = self._stage.tools(prefix, toolchain.bin_dir())
-        env = {**os.environ, **extra}
+        env = {**environ_now(), **extra}
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
         plan = self._plan(path, args, fake, scratch, env, door, user)
         return run_script(

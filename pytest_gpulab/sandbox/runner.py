@@ -27,7 +27,7 @@ from pathlib import Path
 from .confine import Layout, Sandbox, seccomp_fd
 from .pipes import Budget, PipeReader
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
-from .supervision import killpg, wait_for_end
+from .supervision import environ_now, killpg, wait_for_end
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "SandboxPlan", "ScriptResult", "ScriptRun", "run_script"]
 
@@ -103,7 +103,7 @@ class ScriptRun:
         self.script, self.cwd = _checked_paths(script, cwd)
         self.limits = limits
         self.sandbox = sandbox
-        self.env = dict(os.environ)
+        self.env = environ_now()
         if extra_env:
             self.env.update(extra_env)
         base_path = self.env.get("PATH", os.defpath)
