@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..cluster import toolchain
+from ..cluster.environ import environ_now
 from ..sandbox.bwrap import blanks_for, view_kubeconfig, write_etc
 from ..sandbox.confine import Exposure, Layout, Sandbox, snapshot, tool_paths
 from ..sandbox.containerd import FakeContainerd, shim_path
 from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
 from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
 from ..sandbox.stage import Stage, StagedRun
-from ..sandbox.supervision import environ_now
 from .feedback import fail
 from .learner import LearnerFile
 from .runs import Run as Run  # its first home, where labs import it from

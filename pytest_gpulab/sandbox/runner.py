@@ -24,10 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..cluster.environ import environ_now
 from .confine import Layout, Sandbox, seccomp_fd
 from .pipes import Budget, PipeReader
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
-from .supervision import environ_now, killpg, wait_for_end
+from .supervision import killpg, wait_for_end
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "SandboxPlan", "ScriptResult", "ScriptRun", "run_script"]
 

@@ -1,5 +1,4 @@
-"""Watching a learner script's process: the environment it starts from, has it ended, wait until it does, kill
-its group."""
+"""Watching a learner script's process: has it ended, wait until it does, kill its group."""
 
 from __future__ import annotations
 
@@ -10,12 +9,6 @@ import select
 import signal
 import threading
 import time
-
-
-def environ_now() -> dict[str, str]:
-    """This process's environment, read from a thread while another may set or unset a variable (pytest sets
-    and unsets PYTEST_CURRENT_TEST around each test): ``dict(os.environ)`` raises KeyError then."""
-    return {key: value for key in list(os.environ) if (value := os.environ.get(key)) is not None}
 
 
 def killpg(pid: int) -> None:
