@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -262,3 +263,30 @@ def test_child_escaping_the_group_does_not_hang(tmp_path, scratch):
     result = run_script(script, cwd=scratch, timeout=10)
     assert time.monotonic() - started < 2.5
     assert result.exit_code == 0 and result.stdout == "hi\n"
+
+
+def test_a_run_s_environment_and_client_are_made_while_pytest_sets_and_unsets_a_variable(monkeypatch):
+    """Runs start in threads while pytest sets and unsets PYTEST_CURRENT_TEST: ``dict(os.environ)`` and the
+    kubernetes client's Configuration (urllib's getproxies) raised KeyError then (a grader error, now and then)."""
+    from pytest_gpulab.cluster.environ import client_configuration, environ_now
+
+    monkeypatch.setenv("GPULAB_TOGGLED", "1")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    stop = threading.Event()
+
+    def toggle() -> None:
+        while not stop.is_set():
+            os.environ.pop("GPULAB_TOGGLED", None)
+            os.environ["GPULAB_TOGGLED"] = "1"
+
+    toggler = threading.Thread(target=toggle)
+    toggler.start()
+    try:
+        copies = [environ_now() for _ in range(3000)]
+        configurations = [client_configuration() for _ in range(300)]
+    finally:
+        stop.set()
+        toggler.join()
+    assert all(copy.get("GPULAB_TOGGLED") in (None, "1") and "PATH" in copy for copy in copies)
+    assert {(c.proxy, c.no_proxy) for c in configurations} == {("http://proxy.example:3128", "127.0.0.1,localhost")}

@@ -15,6 +15,7 @@ from pytest_gpulab.grading import (
     FAILING_API,
     DoctoredView,
     Run,
+    StepFailed,
     blocked_unless,
     coverage_gaps,
     daemonset_owner,
@@ -24,6 +25,7 @@ from pytest_gpulab.grading import (
     expect_saved_verdict,
     expect_uses_its_argument,
     expect_verdict,
+    findings_in,
     listed,
     name_of,
 )
@@ -37,6 +39,11 @@ AT_THE_GAP = {"MISSING=gpu-feature-discovery/lab-node-2", "MISSING=nvidia-device
 STATUS_HINT = (
     "The DaemonSet's status stops counting a node it does not schedule on, so it agrees with itself: "
     "compare the nodes its nodeSelector matches with the nodes its Pods run on."
+)
+
+SAVED_LATE_HINT = (
+    f"{SCRIPT} reports the gap when it is open (the grader showed it one), so this OK was saved after the gap "
+    "closed: run it at step 4, while lab-node-2 is tainted, and save that output."
 )
 
 
@@ -126,7 +133,10 @@ def test_finds_pods_that_are_gone(coverage, agents, hidden, view, live, step_ran
 def test_reads_the_namespace_it_is_given(coverage, quiet_namespace, view):
     given = {OPERATOR: coverage.run(OPERATOR, cluster=True, view=view).result}
     given[quiet_namespace] = coverage.run(quiet_namespace, cluster=True, view=view).result
-    expect_uses_its_argument(SCRIPT, given, argument="its namespace argument")
+    # Its findings in the operator's namespace printed for one without DaemonSets show the argument ignored;
+    # OK for both shows only that it missed the gap, which the checks above say.
+    found = "MISSING=" in given[OPERATOR].stdout
+    expect_uses_its_argument(SCRIPT, given, argument="its namespace argument", expected_differ=found)
     expect_verdict(
         given[quiet_namespace], SCRIPT, f"With a Pod of each DaemonSet in {OPERATOR} gone, run on {quiet_namespace}",
         set(), prefix="MISSING",
@@ -138,8 +148,18 @@ def test_fails_closed_when_the_api_fails(coverage, fault):
     expect_fails_closed(coverage.run(OPERATOR, cluster=True, api=fault).result, SCRIPT, fault, prefix="MISSING")
 
 
-def test_saved_while_the_gap_was_open(learner):
+def test_saved_while_the_gap_was_open(learner, coverage, view, live, hidden):
+    finds_it = finds_the_gap(coverage, view, missing(coverage_gaps(live, OPERATOR, hidden)))
     expect_saved_verdict(
         learner.file(SAVED), AT_THE_GAP, prefix="MISSING", why="what the script finds while the gap is open",
-        hint=lambda saved: STATUS_HINT if saved.ok else None,
+        hint=lambda saved: (SAVED_LATE_HINT if finds_it else STATUS_HINT) if saved.ok else None,
     )  # fmt: skip
+
+
+def finds_the_gap(coverage, view, expected):
+    """Whether the script, shown a gap, reports exactly it: then a saved OK was saved when there was none."""
+    try:
+        result = coverage.run(OPERATOR, cluster=True, view=view).result
+    except StepFailed:  # no script to run: the other checks say so
+        return False
+    return bool(expected) and set(findings_in(result.stdout, "MISSING")) == expected

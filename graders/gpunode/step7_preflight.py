@@ -62,9 +62,10 @@ def blockers(live, lab, shown=None):
 
 
 def why_missed(expected):
-    """The hint for blockers the gate left out: what each one is."""
+    """The hint for blockers the gate left out: what each one is, and its line."""
     return lambda printed: (
-        "It left out: " + "; ".join(why for line, why in sorted(expected.items()) if line not in printed) + "."
+        "It did not report that " + listed(f"{why} ({line})" for line, why in sorted(expected.items())
+                                           if line not in printed) + "; each blocker gets its own line."
         if set(expected) - printed else None
     )  # fmt: skip
 
@@ -114,7 +115,7 @@ def test_gate_at_the_end_state(gate, live, lab):
     run = gate.run(cluster=True)
     expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", set(expected), prefix="BLOCKED",
-        hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed),
+        hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
     )  # fmt: skip
 
 
@@ -124,7 +125,7 @@ def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown
     expect_verdict(
         gate.run(cluster=True, view=tainted_view).result, SCRIPT,
         f"With {node} also carrying the {taint['effect']} taint {taint['key']}", set(expected), prefix="BLOCKED",
-        hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed),
+        hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
     )  # fmt: skip
 
 

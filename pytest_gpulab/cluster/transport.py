@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from ..labs.errors import ApiError, ConfigError, TransportError
+from .environ import client_configuration
 
 _TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError, ValueError)
 
@@ -26,7 +27,7 @@ class Transport:
     """Requests to the API server named by a kubeconfig, with its credentials."""
 
     def __init__(self, kubeconfig: str | None, retries: int = 1) -> None:
-        configuration = k8s_client.Configuration()
+        configuration = client_configuration()
         try:
             k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
         except (k8s_config.ConfigException, OSError, ValueError, TypeError) as error:

@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+
+from .environ import client_configuration
 
 
 class Upstream:
     """The real API server, reached with the kubeconfig's own address and credentials."""
 
     def __init__(self, kubeconfig: str | Path) -> None:
-        configuration = k8s_client.Configuration()
+        configuration = client_configuration()
         k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
         address = urlsplit(configuration.host)
         self.host, self.port = address.hostname or "127.0.0.1", address.port or 443

@@ -31,11 +31,14 @@ RUNTIMES_TABLE_V2 = f'plugins."{CRI_V2}".containerd.runtimes'
 Example:: should_be("CONFLICT_TABLE", Words(RUNTIMES_TABLE_V2), table)
 """
 
-V3_ONLY_PLUGINS = (CRI_V3_RUNTIME, "io.containerd.cri.v1.images")
-V2_CRI_SETTINGS = ("containerd", "registry", "cni", "sandbox_image")  # what version 3 moved out of the grpc plugin
+CRI_V3_IMAGES = "io.containerd.cri.v1.images"
+V3_ONLY_PLUGINS = (CRI_V3_RUNTIME, CRI_V3_IMAGES)
+V3_HOMES = {  # what version 3 moved out of the grpc plugin, and where it went
+    "containerd": f'plugins."{CRI_V3_RUNTIME}".containerd', "registry": f'plugins."{CRI_V3_IMAGES}".registry',
+    "cni": f'plugins."{CRI_V3_RUNTIME}".cni', "sandbox_image": f'plugins."{CRI_V3_IMAGES}".pinned_images.sandbox',
+}  # fmt: skip
 
-UNQUOTED_HINT = (
-    "A table name containing dots must quote that part: write "
+UNQUOTED_HINT = "A table name containing dots must quote that part: write " + (
     f'[plugins."{CRI_V2}".containerd...], otherwise TOML builds plugins.io.containerd.grpc... instead.'
 )
 
@@ -150,7 +153,7 @@ def plugin_version_mismatch(document: dict[str, Any], version: int) -> str | Non
     grpc = plugins.get(CRI_V2)
     if version != 3 or not isinstance(grpc, dict):
         return None
-    keys: list[tuple[str, ...]] = [(key,) for key in V2_CRI_SETTINGS if key in grpc]
+    keys: list[tuple[str, ...]] = [(key,) for key in V3_HOMES if key in grpc]
     keys += [(*path, key) for key in ("runtimes", "default_runtime_name") for path, _ in find_key(grpc, key)]
     return table_name(("plugins", CRI_V2, *keys[0])) if keys else None
 
@@ -189,10 +192,16 @@ def expect_plugins_match_version(
             hint=f'In version 2 the runtimes live under plugins."{CRI_V2}".containerd.',
             detail=document,
         )
+    home = V3_HOMES.get(table.removeprefix(f'plugins."{CRI_V2}".').split(".")[0], V3_HOMES["containerd"])
+    hint = (
+        f"{main} is version 2: leave version = 3 out of the drop-in, whose names are version 2's already."
+        if read_as == 2 and main
+        else f"In version 3 that plugin keeps only server settings (stream_server_address and the like); "
+        f"this one belongs under {home}."
+    )
     fail(
         f"{display} {source}, yet sets {table}, a version 2 setting, which version 3 silently ignores.",
-        hint=f"In version 3 that plugin keeps only server settings (stream_server_address and the like); "
-        f'runtime settings go under plugins."{CRI_V3_RUNTIME}".',
+        hint=hint,
         detail=document,
     )
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..cluster import toolchain
+from ..cluster.environ import environ_now
 from ..sandbox.bwrap import blanks_for, view_kubeconfig, write_etc
 from ..sandbox.confine import Exposure, Layout, Sandbox, snapshot, tool_paths
 from ..sandbox.containerd import FakeContainerd, shim_path
@@ -247,7 +248,7 @@ class ScriptRunner:
         prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, door=door)
         if staged is not None and cluster:
             prefix = self._stage.tools(prefix, toolchain.bin_dir())
-        env = {**os.environ, **extra}
+        env = {**environ_now(), **extra}
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
         plan = self._plan(path, args, fake, scratch, env, door, user)
         return run_script(

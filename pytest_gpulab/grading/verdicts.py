@@ -62,9 +62,11 @@ def expect_verdict(
     prefix: str,
     hint: Callable[[set[str]], str | None] | None = None,
     detail: Any = None,
+    hint_first: bool = False,
 ) -> Verdict:
     """``expected`` findings and exit 1, or (none expected) ``OK`` and exit 0. ``given`` opens the sentence
-    ("Run on nvidia-gpu-operator"); ``hint`` sees the findings printed, for a known wrong one.
+    ("Run on nvidia-gpu-operator"); ``hint`` sees the findings printed, for a known wrong one. A known shape
+    of wrong output (one finding of several) says more than ``hint``, unless ``hint_first`` (it knows why).
 
     Example:: expect_verdict(run.result, "bin/ds-coverage.sh", "Run on research", set(), prefix="MISSING")
     """
@@ -93,10 +95,11 @@ def expect_verdict(
         detail=facts,
     )
     differs = missing_and_extra(wanted, printed)
+    own, pattern = hint(printed) if hint else None, _pattern_hint(printed, wanted, prefix)
     expect(
         right,
         f"{did}; {should}" + (f" (its output {differs})." if differs else "."),
-        hint=_pattern_hint(printed, wanted, prefix) or (hint(printed) if hint else None),
+        hint=(own or pattern) if hint_first else (pattern or own),
         detail=facts,
     )
     return verdict
@@ -106,7 +109,7 @@ def _pattern_hint(printed: set[str], wanted: set[str], prefix: str) -> str | Non
     """What a known shape of wrong output says of the script: several findings on one line, or one of many."""
     if len(wanted) > 1 and any("," in line or " " in line.partition("=")[2].strip() for line in printed):
         return f"Print one {prefix}= line per finding, not several findings on one line."
-    if len(printed) == 1 < len(wanted) and printed <= wanted:
+    if len(printed) == 1 < len(wanted) and printed == {min(wanted)}:  # the first one, in the order it meets them
         return "It stops at its first finding: report every one, then exit 1."
     return None
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..cluster.environ import environ_now
 from .confine import Layout, Sandbox, seccomp_fd
 from .pipes import Budget, PipeReader
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
@@ -103,7 +104,7 @@ class ScriptRun:
         self.script, self.cwd = _checked_paths(script, cwd)
         self.limits = limits
         self.sandbox = sandbox
-        self.env = dict(os.environ)
+        self.env = environ_now()
         if extra_env:
             self.env.update(extra_env)
         base_path = self.env.get("PATH", os.defpath)
