@@ -27,6 +27,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     cohort's modules together (it is made and graded once), and the self-tests one by one."""
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # in the order above, not by tests per scope (the self-tests last)
+
     class Scopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::")[0]
