@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/snapshot_formats.py [RUNS]
 
-For each format (etcd, k8s) and run: ``kwokctl snapshot save`` of the solved cluster; a fresh
-cluster without the lab's nodes; ``kwokctl snapshot restore`` and the wait until it is ready (the
-API server's /readyz; for etcd also the node leases, as ``snapshot.restore`` waits); then
+For each format (etcd, k8s) and run: ``kwokctl snapshot save`` of the solved cluster; then, to
+ready (the API server's /readyz): for etcd, a grading cluster started on the snapshot
+(``snapshot.grading_cluster``, as ``gpulab grade`` does); for k8s, a fresh cluster without the lab's
+nodes and ``kwokctl snapshot restore`` into it; then
 ``pytest --lab gpuop`` on the reference's root against the restored cluster, whose step outcomes
 are printed: a format that loses what a step grades shows as that step failing.
 """
@@ -17,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchkit import VENV_BIN, solved_cluster
@@ -37,14 +40,21 @@ def kwokctl(cluster: KwokCluster, verb: str, path: Path, fmt: str) -> float:
     return time.perf_counter() - began
 
 
-def restore(cluster: KwokCluster, path: Path, fmt: str) -> float:
+@contextmanager
+def restored(path: Path, fmt: str, name: str, seconds: list[float]) -> Iterator[KwokCluster]:
+    """A cluster holding the snapshot's state, ready; the seconds it took appended to ``seconds``."""
     began = time.perf_counter()
     if fmt == "etcd":
-        snapshot.restore(cluster, path)
-    else:
+        with snapshot.grading_cluster(path, name) as cluster:
+            seconds.append(time.perf_counter() - began)
+            yield cluster
+        return
+    with KwokCluster(name) as cluster:
+        began = time.perf_counter()
         kwokctl(cluster, "restore", path, fmt)
         wait_until(cluster.api.ready, 60, interval=0.05)
-    return time.perf_counter() - began
+        seconds.append(time.perf_counter() - began)
+        yield cluster
 
 
 def graded(root: Path, cluster: KwokCluster, work: Path) -> str:
@@ -69,10 +79,7 @@ def main(runs: int) -> None:
                     path = work / f"snapshot-{index}.{fmt}"
                     figures[fmt]["save"].append(kwokctl(source, "save", path, fmt))
                     figures[fmt]["bytes"].append(path.stat().st_size)
-                    with KwokCluster(
-                        f"bench-restore-{fmt}-{index}", kwokctl_options=snapshot.GRADING_OPTIONS
-                    ) as cluster:
-                        figures[fmt]["restore"].append(restore(cluster, path, fmt))
+                    with restored(path, fmt, f"bench-restore-{fmt}-{index}", figures[fmt]["restore"]) as cluster:
                         verdicts[fmt].add(graded(root, cluster, work))
     for fmt, numbers in figures.items():
         print(

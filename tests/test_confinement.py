@@ -46,6 +46,13 @@ def runner(tmp_path: Path, lab: Path, gpuop_cluster) -> Iterator[ScriptRunner]:
     scripts.close()
 
 
+def bytes_under(folder: Path) -> int:
+    return sum(
+        (Path(root) / name).lstat().st_size for root, _, names in os.walk(folder, onerror=lambda error: None)
+        for name in names
+    )  # fmt: skip
+
+
 def write(lab: Path, text: str) -> Path:
     script = lab / "bin" / "hostile"
     script.write_text(text)
@@ -167,6 +174,7 @@ def test_filling_the_scratch_directory_ends_the_run_and_leaves_the_disk_alone(ru
     assert written <= 64 * 1024 * 1024 + 1024 * 1024, result.stdout
     assert "No space left on device" in result.stderr, result.stderr[-500:]
     assert shutil.disk_usage(tmp_path).free > 1024 * 1024 * 1024
+    assert bytes_under(runner.work) < 32 * 1024 * 1024  # nothing of it stayed on the disk, where the runs live
     assert fingerprint(lab) == before
     again = runner.run(count).result
     assert again.stdout.strip() == "0", "each run starts with an empty scratch directory"

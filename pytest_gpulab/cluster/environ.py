@@ -28,8 +28,10 @@ def proxies() -> dict[str, str]:
         if value and name.lower().endswith("_proxy"):
             found[name.lower()[:-6]] = value
     for name, value in environment.items():
-        if name.endswith("_proxy") and name.islower():
-            found.pop(name[:-6], None) if not value else found.update({name[:-6]: value})
+        if name.endswith("_proxy") and name.islower() and value:
+            found[name[:-6]] = value
+        elif name.endswith("_proxy") and name.islower():
+            found.pop(name[:-6], None)
     return found
 
 

@@ -6,28 +6,22 @@ and loses a DaemonSet's revisions, which gpuop's step 8 grades (``bench/README.m
 has the measurement). A bundle is graded on a cluster that starts on the snapshot:
 etcdutl makes etcd's data directory from it, then etcd and the API server start on
 that state, and nothing else: no controller, scheduler or kwok acts on the frozen
-state. ``restore`` instead replaces a started cluster's state (what grading did
-before, kept for the benchmarks): its node leases are handed to the new kwok.
-Usable without pytest.
+state. Usable without pytest.
 """
 
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..labs.waiting import wait_until
 from .kwok import KwokCluster, KwokClusterError
 from .kwokconfig import etcd_client_env
-from .kwokctl import component_logs, run_kwokctl, snapshot_command
+from .kwokctl import run_kwokctl, snapshot_command
 
 DATA_DIR = "etcd"  # kwokctl's etcd data directory in the cluster's folder
-LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
 # What no lab makes and a snapshot must not bring in: each would have the grading cluster's API
 # server call an address the snapshot chose.
@@ -43,14 +37,6 @@ CALLS_OUT: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 class SnapshotRefused(Exception):
     """The snapshot is not one etcd can restore: the bundle's fault, not the grader's."""
-
-
-class RestoreNotReady(KwokClusterError):
-    """The restored cluster did not become ready; ``logs`` holds kwokctl's words and the components' logs."""
-
-    def __init__(self, message: str, logs: str) -> None:
-        super().__init__(message)
-        self.logs = logs
 
 
 def cluster_for_kubeconfig(kubeconfig: Path) -> KwokCluster:
@@ -109,62 +95,6 @@ def grading_cluster(path: Path, name: str = "gpulab-grade") -> Iterator[KwokClus
     """A cluster started on the snapshot's state, on ports of its own (``ports.py``); stopped at the end."""
     with KwokCluster(name, kwokctl_options=FROZEN, seed=lambda cluster: restore_data(cluster, path)) as cluster:
         yield cluster
-
-
-# What the restore into a started cluster (``restore``, kept for bench/snapshot_formats.py) gives its kwok: a
-# renewal of the node leases about every second (kwokctl multiplies the duration by its heartbeat factor, 5).
-GRADING_OPTIONS: dict[str, object] = {"nodeLeaseDurationSeconds": 1}
-
-
-RESTORE_ATTEMPTS = 2
-IDENTITY = "/api/v1/namespaces/kube-system"  # every cluster has it; a restore brings the snapshot's
-
-
-def restore(cluster: KwokCluster, path: Path, timeout: float = 120) -> None:
-    """Replace a started cluster's state with the snapshot's, then wait until it is ready again.
-
-    kwokctl only logs a component it could not stop, and an etcd that went on running keeps the
-    fresh cluster's state: the restore took only if kube-system is the snapshot's; else it is tried again."""
-    own = cluster.api.uid(IDENTITY)
-    for _ in range(RESTORE_ATTEMPTS):
-        restored_at = time.time()
-        try:
-            said = _kwokctl(cluster, "restore", path, timeout)
-        except KwokClusterError as error:
-            raise SnapshotRefused(f"the bundle's cluster snapshot cannot be restored: {error}") from None
-        if wait_until(cluster.api.ready, cluster.ready_timeout, interval=0.05) and cluster.api.uid(IDENTITY) != own:
-            break
-    else:
-        raise KwokClusterError(f"kwokctl restored the snapshot, but the cluster kept its own state: {said[-1500:]}")
-    _release_node_leases(cluster, restored_at)
-    if not wait_until(lambda: _ready_since(cluster, restored_at), cluster.ready_timeout, interval=0.1):
-        raise RestoreNotReady(
-            f"the restored cluster did not become ready within {cluster.ready_timeout:.0f}s "
-            "(the API server answering and every node's lease renewed)",
-            f"{said}\n{component_logs(cluster.cluster_dir)}",
-        )
-
-
-def _renewed(lease: dict[str, Any]) -> float:
-    stamp = (lease.get("spec") or {}).get("renewTime")
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0.0
-
-
-def _ready_since(cluster: KwokCluster, moment: float) -> bool:
-    api = cluster.api
-    if not api.ready():
-        return False
-    nodes, leases = api.items("/api/v1/nodes"), api.items(LEASES)
-    if nodes is None or leases is None:
-        return False
-    fresh = {lease["metadata"]["name"] for lease in leases if _renewed(lease) >= int(moment)}
-    return {node["metadata"]["name"] for node in nodes} <= fresh
-
-
-def _release_node_leases(cluster: KwokCluster, moment: float) -> None:
-    for lease in cluster.api.items(LEASES) or []:
-        if _renewed(lease) < int(moment):
-            cluster.api.merge_patch(f"{LEASES}/{lease['metadata']['name']}", {"spec": {"holderIdentity": None}})
 
 
 def calling_out(cluster: KwokCluster) -> list[str]:

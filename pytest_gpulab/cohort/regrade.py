@@ -118,7 +118,7 @@ def _grade_restored(opened: OpenedBundle, outcome: Outcome, out: Path, work: Pat
     _read_report(outcome, out, result.returncode)
 
 
-def _grade_in_a_fresh_cluster(
+def _grade_with_a_second_try(
     opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path]
 ) -> None:
     """A cluster that did not come up on the snapshot is not the bundle's fault (a snapshot etcd cannot restore
@@ -176,7 +176,7 @@ def grade_bundle(
             opened = _open(bundle, outcome, Path(work), lab_dirs, seed)
             write_atomically(out / "bundle.json", opened.manifest)
             _timed(outcome, "open", started)
-            _grade_in_a_fresh_cluster(opened, outcome, out, Path(work), lab_dirs)
+            _grade_with_a_second_try(opened, outcome, out, Path(work), lab_dirs)
         except (BundleRefused, snapshot.SnapshotRefused) as refusal:
             outcome.status, outcome.reason = REFUSED, str(refusal)
         except (KwokClusterError, subprocess.TimeoutExpired, OSError) as error:
