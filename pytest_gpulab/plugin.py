@@ -9,7 +9,9 @@ report's ``metadata`` of that check.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
+import threading
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     early_config.stash[early_lab_key] = (chosen, found)
     if chosen is None:
         return
+    gc.freeze()  # pytest and the plugin are imported for good: the collector need not go through them again
     learner_root, _ = settings_mod.lab_root_from(early_config, chosen, namespace=namespace)
     stay_out_of(chosen.learner_root(learner_root).resolve(), early_config)
     if not namespace.file_or_dir:
@@ -182,11 +185,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Import the kubernetes client in the background while the first checks run (files, scripts)."""
+    """In the background, while the first checks run (files): import the kubernetes client if a check
+    reads the cluster, and try the sandbox if one runs a learner's script."""
     if session.config.getoption("collectonly"):
         return
-    if any("lab_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+    if session.config.stash[settings_key].lab is not None:
+        gc.freeze()  # what collection imported lives as long as the grading: collections need not go through it
+    used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    if "lab_cluster" in used:
         warm_up()
+    if "script_runner" in used:
+        threading.Thread(target=sandbox.probe, name="gpulab-probe-sandbox", daemon=True).start()
 
 
 # -- results -------------------------------------------------------------------------

@@ -153,6 +153,16 @@ def test_the_grader_s_environment_and_processes_are_not_there(runner, lab, monke
     assert "KUBECONFIG=/run/gpulab/kubeconfig" in result.stdout
 
 
+def test_kubectl_in_a_run_that_reads_the_cluster_collects_garbage_only_past_its_heap_limit(runner, lab, monkeypatch):
+    """A run's kubectl calls are short-lived: collecting garbage is a fifth of their time and buys nothing. The
+    limit bounds the heap well under the run's address space; a run that does not read the cluster is left as it was."""
+    monkeypatch.setenv("GOGC", "50")  # the grader's own setting does not reach a run
+    script = write(lab, "#!/bin/sh\necho GOGC=${GOGC:-unset} GOMEMLIMIT=${GOMEMLIMIT:-unset}\n")
+    assert runner.run(script, cluster=True).result.stdout.split() == ["GOGC=off", "GOMEMLIMIT=512MiB"]
+    assert runner.run(script).result.stdout.split() == ["GOGC=unset", "GOMEMLIMIT=unset"]
+    assert sandbox.ResourceLimits().address_space_bytes >= 4 * 512 * 1024**2
+
+
 def test_filling_the_scratch_directory_ends_the_run_and_leaves_the_disk_alone(runner, lab, tmp_path):
     """Bytes until the disk says no, then empty files until the time runs out: both stay in the run. The limit
     is the run's own: the disk had room when the run was told it had none (other tests may write beside it)."""

@@ -290,3 +290,31 @@ def test_a_run_s_environment_and_client_are_made_while_pytest_sets_and_unsets_a_
         toggler.join()
     assert all(copy.get("GPULAB_TOGGLED") in (None, "1") and "PATH" in copy for copy in copies)
     assert {(c.proxy, c.no_proxy) for c in configurations} == {("http://proxy.example:3128", "127.0.0.1,localhost")}
+
+
+def test_the_sandbox_is_tried_once_however_many_threads_ask_at_once(monkeypatch):
+    """The plugin tries the sandbox in the background while the first checks run; a check that needs it
+    meanwhile waits for that try instead of making its own."""
+    from pytest_gpulab.sandbox import confine
+
+    tries = []
+    real = confine._works
+    monkeypatch.setattr(confine, "_works", lambda candidate: tries.append(candidate) or real(candidate))
+    confine._probe.cache_clear()
+    start = threading.Barrier(4)
+    found: list[object] = []
+
+    def ask() -> None:
+        start.wait(timeout=10)
+        found.append(confine.probe())
+
+    askers = [threading.Thread(target=ask) for _ in range(4)]
+    try:
+        for asker in askers:
+            asker.start()
+        for asker in askers:
+            asker.join(timeout=30)
+    finally:
+        confine._probe.cache_clear()
+    assert len(found) == 4 and all(sandbox is found[0] for sandbox in found)
+    assert len(tries) <= 1  # none where bubblewrap or its tools are missing

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from kubernetes import config as k8s_config
-
 from .environ import client_configuration
 
 
@@ -23,6 +21,8 @@ class Upstream:
     """The real API server, reached with the kubeconfig's own address and credentials."""
 
     def __init__(self, kubeconfig: str | Path) -> None:
+        from kubernetes import config as k8s_config  # slow to import: only once a view is made
+
         configuration = client_configuration()
         k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
         address = urlsplit(configuration.host)

@@ -12,6 +12,7 @@ nothing. Objects come back as plain dicts, exactly as the API server serves them
 
 from __future__ import annotations
 
+import gc
 import math
 import threading
 import time
@@ -67,6 +68,8 @@ def warm_up() -> threading.Thread:
 
 def _import_transport() -> None:
     from ..cluster import transport  # noqa: F401  (the import is the work)
+
+    gc.freeze()  # the client's modules live as long as the run
 
 
 class LiveCluster:

@@ -25,6 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -213,9 +214,17 @@ class _Copier:
             os.chmod(target, readable | executable)
 
 
-@cache
 def probe() -> Sandbox:
-    """The protections this machine allows, tried once per process."""
+    """The protections this machine allows, tried once per process (a second caller waits for the first's)."""
+    with _PROBING:
+        return _probe()
+
+
+_PROBING = threading.Lock()
+
+
+@cache
+def _probe() -> Sandbox:
     tools = all(shutil.which(tool) for tool in ("setpriv", "prlimit", "choom"))
     bwrap = shutil.which("bwrap")
     as_root = os.geteuid() == 0
