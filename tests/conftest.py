@@ -1,5 +1,6 @@
 """Shared fixtures for the plugin's own tests: real lab clusters, never mocks."""
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,6 +11,10 @@ from cohort_cases import CohortBuilder, CohortRun
 
 from pytest_gpulab.cluster import toolchain
 from pytest_gpulab.cluster.kwok import KwokCluster
+
+# The gradings the suite starts keep their compiled (and assertion-rewritten) modules, as on a learner's machine,
+# where nothing sets PYTHONDONTWRITEBYTECODE: else each of some thousand gradings compiles the plugin anew.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 COHORT_MODULES = ("tests/test_bundles.py", "tests/test_grading_elsewhere.py")  # gpuop_cohort's tests
 SPLIT_MODULES = ("tests/test_selftest.py",)  # long tests that share nothing costly

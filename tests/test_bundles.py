@@ -4,11 +4,14 @@ batch of them makes a cohort report whose numbers are the cohort's."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -98,9 +101,16 @@ def test_bundle_command_writes_the_lab_root_and_the_cluster(gpuop_cohort: Cohort
 def test_an_interrupted_batch_resumes_where_it_stopped(gpuop_cohort: CohortRun, tmp_path):
     bundles = tmp_path / "bundles"
     bundles.mkdir()
-    for name in ("reference", "trap-version-string", "state-untouched"):
+    # Enough of them that the batch is still grading when the test, slowed by a busy machine, interrupts it.
+    names = {
+        "reference": "reference",
+        "trap-version-string": "trap-version-string",
+        "state-untouched": "state-untouched",
+    }
+    names |= {f"reference-{copy}": "reference" for copy in range(3)}
+    for name, source in names.items():
         (bundles / f"{name}.gpulab.tar.gz").write_bytes(
-            (gpuop_cohort.builder.bundles / f"{name}.gpulab.tar.gz").read_bytes()
+            (gpuop_cohort.builder.bundles / f"{source}.gpulab.tar.gz").read_bytes()
         )
     results = tmp_path / "results"
     command = [GPULAB, "grade-batch", str(bundles), "--jobs", "1", "--out", str(results)]
@@ -112,15 +122,11 @@ def test_an_interrupted_batch_resumes_where_it_stopped(gpuop_cohort: CohortRun, 
     _, said = first.communicate(timeout=120)
     assert first.returncode == 130 and "run the same command again" in said, said
     done = {p.parent.name: p.stat().st_mtime_ns for p in results.glob("*/outcome.json")}
-    assert 1 <= len(done) < 3, done
+    assert 1 <= len(done) < len(names), done
     again = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("already graded") == len(done)
-    assert {p.parent.name for p in results.glob("*/outcome.json")} == {
-        "reference",
-        "trap-version-string",
-        "state-untouched",
-    }
+    assert {p.parent.name for p in results.glob("*/outcome.json")} == set(names)
     assert all((results / name / "outcome.json").stat().st_mtime_ns == mtime for name, mtime in done.items())
 
 
@@ -155,3 +161,58 @@ def test_the_other_labs_references_pass_every_step_from_a_bundle(lab, tmp_path):
         write_bundle(discover().get(lab), tmp_path / "root", cluster, tmp_path / f"{lab}.gpulab.tar.gz")
     outcome = grade_bundle(tmp_path / f"{lab}.gpulab.tar.gz", tmp_path / "out")
     assert (outcome.status, outcome.earned) == ("graded", outcome.possible), outcome.reason
+
+
+def test_a_bundle_whose_cluster_would_call_a_webhook_is_refused_and_the_webhook_is_never_called(tmp_path):
+    """A hostile snapshot's webhook that matches every write: the grading cluster's API server writes as it
+    starts (its lease, the kubernetes Service's endpoints), before the bundle can be read and refused. It calls
+    no webhook then, nor after: grading clusters run without webhook admission, and the bundle is refused."""
+    from pytest_gpulab.cluster.kwok import KwokCluster
+    from pytest_gpulab.cohort.bundle import write_bundle
+    from pytest_gpulab.cohort.regrade import grade_bundle
+    from pytest_gpulab.labs import discover
+
+    calls: list[str] = []
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(0.2)
+        stop = threading.Event()
+        threading.Thread(target=_count_connections, args=(listener, stop, calls), daemon=True).start()
+        (tmp_path / "root").mkdir()
+        with KwokCluster.for_lab("gpuop", name="tests-bundle-webhook") as cluster:
+            cluster.kubectl("apply", "-f", "-", input=json.dumps(_webhook_on_every_write(listener.getsockname()[1])))
+            writes = itertools.count()  # the webhook is called once the API server has seen it, a moment later
+            written = lambda: cluster.kubectl("create", "configmap", f"write-{next(writes)}") and calls  # noqa: E731
+            assert wait_until(written, 30, interval=0.2), (
+                "the live cluster never called the webhook: the test shows nothing"
+            )
+            write_bundle(discover().get("gpuop"), tmp_path / "root", cluster, tmp_path / "hostile.gpulab.tar.gz")
+        calls.clear()
+        outcome = grade_bundle(tmp_path / "hostile.gpulab.tar.gz", tmp_path / "out")
+        stop.set()
+    assert outcome.status == "refused", outcome.reason
+    assert "validatingwebhookconfigurations/every-write" in str(outcome.reason)
+    assert calls == []
+
+
+def _count_connections(listener: socket.socket, stop: threading.Event, calls: list[str]) -> None:
+    while not stop.is_set():
+        try:
+            connection, peer = listener.accept()
+        except TimeoutError:
+            continue
+        calls.append(str(peer))
+        connection.close()
+
+
+def _webhook_on_every_write(port: int) -> dict:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "every-write"},
+        "webhooks": [{
+            "name": "every-write.gpulab.test",
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/"},
+            "rules": [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*/*"]}],
+            "failurePolicy": "Ignore", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 1,
+        }],
+    }  # fmt: skip

@@ -299,7 +299,12 @@ def test_the_sandbox_is_tried_once_however_many_threads_ask_at_once(monkeypatch)
 
     tries = []
     real = confine._works
-    monkeypatch.setattr(confine, "_works", lambda candidate: tries.append(candidate) or real(candidate))
+
+    def counted(candidate: confine.Sandbox) -> bool:
+        tries.append(candidate)
+        return real(candidate)
+
+    monkeypatch.setattr(confine, "_works", counted)
     confine._probe.cache_clear()
     start = threading.Barrier(4)
     found: list[object] = []

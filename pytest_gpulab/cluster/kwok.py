@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from ..labs.labfile import Environment, Lab, NodeSpec
 from ..labs.waiting import wait_until
 from . import ports, reaper, toolchain
 from .bringup import Bringup
+from .environ import environ_now
 from .kwokconfig import write_kwokctl_config
 from .kwokctl import (
     KwokClusterError,
@@ -60,6 +61,7 @@ class KwokCluster:
         start_timeout: float = 120,
         ready_timeout: float = 60,
         kwokctl_options: dict[str, object] | None = None,
+        component_args: Mapping[str, Mapping[str, str]] | None = None,
         outlives_caller: bool = False,
         seed: Callable[[KwokCluster], None] | None = None,
     ) -> None:
@@ -75,6 +77,7 @@ class KwokCluster:
         self.start_timeout = start_timeout
         self.ready_timeout = ready_timeout
         self.kwokctl_options = dict(kwokctl_options or {})  # KwokctlConfiguration options
+        self.component_args = dict(component_args or {})  # more flags, by component: {"kube-apiserver": {...}}
         self.startup_seconds: float | None = None
         self._api: Bringup | None = None
         self._ports: ports.Reservation | None = None
@@ -108,7 +111,7 @@ class KwokCluster:
 
     def environment(self) -> dict[str, str]:
         """The caller's environment with this cluster's binaries first on PATH and its kubeconfig."""
-        env = dict(os.environ)
+        env = environ_now()  # not dict(os.environ): another thread may set a variable meanwhile
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         env["KWOK_KUBE_VERSION"] = f"v{toolchain.pinned_versions().kubernetes}"
         if self.workdir is not None:
@@ -119,8 +122,7 @@ class KwokCluster:
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> KwokCluster:
-        """Create the cluster; a port another program took between our choice and kwokctl's bind is retried on
-        other ports (safe: nothing of the failed attempt is left), any other failure says why at once."""
+        """Create the cluster; a port taken between our choice and kwokctl's bind is retried on others."""
         for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
             try:
                 return self._start_once()
@@ -150,8 +152,7 @@ class KwokCluster:
         return self
 
     def _watch(self, workdir: Path) -> None:
-        """Leftovers of dead graders reaped; unless this cluster is to outlive this process, a watchdog that
-        stops it and removes its folder if this process ends without stopping it (reaper.py)."""
+        """Dead graders' leftovers reaped; a watchdog to stop it should this process end first (reaper.py)."""
         reaper.sweep()
         if not self.outlives_caller:
             self._watchdog = reaper.Watchdog(workdir, self.cluster_dir, self._owns_workdir)
@@ -165,7 +166,8 @@ class KwokCluster:
         reservation = self._reserve_ports()
         given = {"kubeApiserverPort": self.apiserver_port} if self.apiserver_port else {}
         options = {**reservation.options(), **self.kwokctl_options, **given}  # given options and port win
-        config = write_kwokctl_config(workdir, self.bin_dir, self.cluster_dir, options, reservation.etcd_socket)
+        socket, args = reservation.etcd_socket, self.component_args
+        config = write_kwokctl_config(workdir, self.bin_dir, self.cluster_dir, options, socket, args)
         command = create_command(self.bin_dir, self.name, self.start_timeout, config)
         result = run_kwokctl(command, self.environment(), self.start_timeout + 30)
         if result is None:
@@ -232,14 +234,9 @@ class KwokCluster:
         """Run the pinned kubectl against this cluster."""
         try:
             result = subprocess.run(
-                [str(self.bin_dir / "kubectl"), *args],
-                env=self.environment(),
-                input=input,
-                stdin=None if input is not None else subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
+                [str(self.bin_dir / "kubectl"), *args], env=self.environment(), input=input,
+                stdin=None if input is not None else subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+            )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise KwokClusterError(f"kubectl {' '.join(args)} did not finish within {timeout:.0f}s") from None
         if check and result.returncode != 0:

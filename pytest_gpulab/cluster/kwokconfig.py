@@ -80,13 +80,19 @@ def _etcd_tls(options: Mapping[str, object], files: Mapping[str, str], socket: P
     )
 
 
-def kwokctl_config(bin_dir: Path, cluster_dir: Path, options: Mapping[str, object], socket: Path) -> dict[str, object]:
+def kwokctl_config(
+    bin_dir: Path, cluster_dir: Path, options: Mapping[str, object], socket: Path,
+    component_args: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, object]:  # fmt: skip
     """The KwokctlConfiguration; ``options`` must name etcd's two ports (``etcdPort``, ``etcdPeerPort``), and
-    ``socket`` is the path of etcd's Unix socket, in a directory only this user can enter."""
+    ``socket`` is the path of etcd's Unix socket, in a directory only this user can enter. ``component_args``
+    adds flags to components (``{"kube-apiserver": {"flag": "value"}}``)."""
     patches = {name: _args(values) for name, values in SPEED_PATCHES.items()}
     patches["etcd"] += _etcd_tls(options, pki(cluster_dir), socket)
     patches["kube-apiserver"] = _args({"etcd-servers": f"unix://{socket}"}, override=True)
     patches["kwok-controller"] = _args(ALL_NODES, override=True) + _args(NODE_SELECTOR)
+    for name, values in (component_args or {}).items():
+        patches[name] = patches.get(name, []) + _args(values)  # added (kwok overrides only a flag it sets)
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokctlConfiguration",
@@ -102,10 +108,12 @@ def kwokctl_config(bin_dir: Path, cluster_dir: Path, options: Mapping[str, objec
 
 
 def write_kwokctl_config(
-    directory: Path, bin_dir: Path, cluster_dir: Path, options: Mapping[str, object], socket: Path
-) -> Path:
+    directory: Path, bin_dir: Path, cluster_dir: Path, options: Mapping[str, object], socket: Path,
+    component_args: Mapping[str, Mapping[str, str]] | None = None,
+) -> Path:  # fmt: skip
     path = directory / "kwokctl-config.yaml"
-    path.write_text(yaml.safe_dump(kwokctl_config(bin_dir, cluster_dir, options, socket), sort_keys=False))
+    config = kwokctl_config(bin_dir, cluster_dir, options, socket, component_args)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 

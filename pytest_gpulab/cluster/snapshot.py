@@ -71,6 +71,10 @@ def save(cluster: KwokCluster, path: Path, timeout: float = 120) -> None:
 # A frozen state is graded by etcd and the API server alone: no controller, scheduler or kwok acts on the
 # learner's objects between the bundle and its grading (bench/README.md, "Which components grading needs").
 FROZEN: dict[str, object] = {"disable": ["kube-controller-manager", "kube-scheduler", "kwok-controller"]}
+# Nor does it call out: a webhook in a hostile snapshot is never called, not even by the API server's own writes
+# as it starts, before :func:`calling_out` can read the cluster and refuse the bundle. Grading only reads, and
+# its dry runs need no webhook: a lab has none.
+NO_WEBHOOKS = {"kube-apiserver": {"disable-admission-plugins": "MutatingAdmissionWebhook,ValidatingAdmissionWebhook"}}
 ETCDUTL_TIMEOUT = 120.0
 
 
@@ -93,7 +97,11 @@ def restore_data(cluster: KwokCluster, path: Path) -> None:
 @contextmanager
 def grading_cluster(path: Path, name: str = "gpulab-grade") -> Iterator[KwokCluster]:
     """A cluster started on the snapshot's state, on ports of its own (``ports.py``); stopped at the end."""
-    with KwokCluster(name, kwokctl_options=FROZEN, seed=lambda cluster: restore_data(cluster, path)) as cluster:
+
+    def seed(cluster: KwokCluster) -> None:
+        restore_data(cluster, path)
+
+    with KwokCluster(name, kwokctl_options=FROZEN, component_args=NO_WEBHOOKS, seed=seed) as cluster:
         yield cluster
 
 
