@@ -1,9 +1,10 @@
 """KwokCluster itself: start, stop, and failures that say what to do."""
 
 import socket
+from pathlib import Path
 
 import pytest
-from processes import processes_mentioning
+from processes import processes_mentioning, running_commands
 
 from pytest_gpulab.cluster.kwok import KwokCluster, KwokClusterError
 from pytest_gpulab.labs.waiting import wait_until
@@ -53,3 +54,20 @@ def test_stopping_without_kwokctl_says_what_to_run(tmp_path):
     cluster.cluster_dir.mkdir(parents=True)
     with pytest.raises(KwokClusterError, match=r"kwokctl is not in .*gpulab build"):
         cluster.stop()
+
+
+def test_a_grading_cluster_runs_etcd_and_the_api_server_alone_short_lived_and_without_webhooks(gpuop_cluster, tmp_path):
+    """A bundle's cluster: no controller acts on the frozen state, no webhook is called, and its Go programs,
+    which live seconds, collect garbage only past 512 MiB."""
+    from pytest_gpulab.cluster import snapshot
+
+    snapshot.save(gpuop_cluster, tmp_path / "etcd.db")
+    with snapshot.grading_cluster(tmp_path / "etcd.db", name="tests-grading-cluster") as cluster:
+        mine = {pid: command for pid, command in running_commands().items() if str(cluster.cluster_dir) in command}
+        names = sorted(Path(command.split()[0]).name for command in mine.values() if "kwokctl" not in command)
+        assert names == ["etcd", "kube-apiserver"], names
+        for pid in mine:
+            environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert {b"GOGC=off", b"GOMEMLIMIT=512MiB"} <= set(environment), mine[pid]
+        apiserver = next(command for command in mine.values() if "kube-apiserver" in command.split()[0])
+        assert "--disable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook" in apiserver.split()

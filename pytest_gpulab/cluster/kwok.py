@@ -62,6 +62,7 @@ class KwokCluster:
         ready_timeout: float = 60,
         kwokctl_options: dict[str, object] | None = None,
         component_args: Mapping[str, Mapping[str, str]] | None = None,
+        component_env: Mapping[str, str] | None = None,
         outlives_caller: bool = False,
         seed: Callable[[KwokCluster], None] | None = None,
     ) -> None:
@@ -78,6 +79,7 @@ class KwokCluster:
         self.ready_timeout = ready_timeout
         self.kwokctl_options = dict(kwokctl_options or {})  # KwokctlConfiguration options
         self.component_args = dict(component_args or {})  # more flags, by component: {"kube-apiserver": {...}}
+        self.component_env = dict(component_env or {})  # more variables for kwokctl and every component
         self.startup_seconds: float | None = None
         self._api: Bringup | None = None
         self._ports: ports.Reservation | None = None
@@ -169,7 +171,7 @@ class KwokCluster:
         socket, args = reservation.etcd_socket, self.component_args
         config = write_kwokctl_config(workdir, self.bin_dir, self.cluster_dir, options, socket, args)
         command = create_command(self.bin_dir, self.name, self.start_timeout, config)
-        result = run_kwokctl(command, self.environment(), self.start_timeout + 30)
+        result = run_kwokctl(command, {**self.environment(), **self.component_env}, self.start_timeout + 30)
         if result is None:
             raise KwokClusterError(
                 f"kwokctl did not create the cluster within {self.start_timeout + 30:.0f}s; "
