@@ -176,19 +176,22 @@ def test_a_bundle_whose_cluster_would_call_a_webhook_is_refused_and_the_webhook_
     with socket.create_server(("127.0.0.1", 0)) as listener:
         listener.settimeout(0.2)
         stop = threading.Event()
-        threading.Thread(target=_count_connections, args=(listener, stop, calls), daemon=True).start()
-        (tmp_path / "root").mkdir()
-        with KwokCluster.for_lab("gpuop", name="tests-bundle-webhook") as cluster:
-            cluster.kubectl("apply", "-f", "-", input=json.dumps(_webhook_on_every_write(listener.getsockname()[1])))
-            writes = itertools.count()  # the webhook is called once the API server has seen it, a moment later
-            written = lambda: cluster.kubectl("create", "configmap", f"write-{next(writes)}") and calls  # noqa: E731
-            assert wait_until(written, 30, interval=0.2), (
-                "the live cluster never called the webhook: the test shows nothing"
-            )
-            write_bundle(discover().get("gpuop"), tmp_path / "root", cluster, tmp_path / "hostile.gpulab.tar.gz")
-        calls.clear()
-        outcome = grade_bundle(tmp_path / "hostile.gpulab.tar.gz", tmp_path / "out")
-        stop.set()
+        counting = threading.Thread(target=_count_connections, args=(listener, stop, calls), daemon=True)
+        counting.start()
+        try:
+            (tmp_path / "root").mkdir()
+            with KwokCluster.for_lab("gpuop", name="tests-bundle-webhook") as cluster:
+                webhook = _webhook_on_every_write(listener.getsockname()[1])
+                cluster.kubectl("apply", "-f", "-", input=json.dumps(webhook))
+                writes = itertools.count()  # the webhook is called once the API server has seen it, a moment later
+                written = lambda: cluster.kubectl("create", "configmap", f"write-{next(writes)}") and calls  # noqa: E731
+                assert wait_until(written, 30, interval=0.2), "the live cluster never called the webhook"
+                write_bundle(discover().get("gpuop"), tmp_path / "root", cluster, tmp_path / "hostile.gpulab.tar.gz")
+            calls.clear()
+            outcome = grade_bundle(tmp_path / "hostile.gpulab.tar.gz", tmp_path / "out")
+        finally:
+            stop.set()
+            counting.join(timeout=5)
     assert outcome.status == "refused", outcome.reason
     assert "validatingwebhookconfigurations/every-write" in str(outcome.reason)
     assert calls == []
