@@ -47,6 +47,8 @@ from .reports.steps import STEP_SIGNATURE, check_of, step_of, validate_needs, va
 from .sandbox import confine as sandbox
 from .session import GradingReports
 
+probing_key = pytest.StashKey[threading.Thread]()
+
 early_lab_key = pytest.StashKey[tuple[Lab | None, settings_mod.Found | None]]()
 
 # -- options, settings and what is collected -----------------------------------------
@@ -189,13 +191,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     reads the cluster, and try the sandbox if one runs a learner's script."""
     if session.config.getoption("collectonly"):
         return
-    if session.config.stash[settings_key].lab is not None:
+    grading = session.config.stash[settings_key].lab is not None
+    if grading:
         gc.freeze()  # what collection imported lives as long as the grading: collections need not go through it
     used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
     if "lab_cluster" in used:
-        warm_up()
+        warm_up(freeze=grading)
     if "script_runner" in used:
-        threading.Thread(target=sandbox.probe, name="gpulab-probe-sandbox", daemon=True).start()
+        probing = threading.Thread(target=sandbox.probe, name="gpulab-probe-sandbox", daemon=True)
+        probing.start()
+        session.config.stash[probing_key] = probing
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A probe still under way (no check asked for the sandbox) ends with the run, its folder removed."""
+    if (probing := config.stash.get(probing_key, None)) is not None:
+        probing.join(timeout=sandbox.PROBE_TIMEOUT + 5)
 
 
 # -- results -------------------------------------------------------------------------

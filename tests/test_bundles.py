@@ -184,7 +184,11 @@ def test_a_bundle_whose_cluster_would_call_a_webhook_is_refused_and_the_webhook_
                 webhook = _webhook_on_every_write(listener.getsockname()[1])
                 cluster.kubectl("apply", "-f", "-", input=json.dumps(webhook))
                 writes = itertools.count()  # the webhook is called once the API server has seen it, a moment later
-                written = lambda: cluster.kubectl("create", "configmap", f"write-{next(writes)}") and calls  # noqa: E731
+
+                def written() -> list[str]:
+                    cluster.kubectl("create", "configmap", f"write-{next(writes)}")
+                    return calls
+
                 assert wait_until(written, 30, interval=0.2), "the live cluster never called the webhook"
                 write_bundle(discover().get("gpuop"), tmp_path / "root", cluster, tmp_path / "hostile.gpulab.tar.gz")
             calls.clear()

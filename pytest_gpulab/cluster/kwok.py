@@ -154,7 +154,7 @@ class KwokCluster:
         return self
 
     def _watch(self, workdir: Path) -> None:
-        """Dead graders' leftovers reaped; a watchdog to stop it should this process end first (reaper.py)."""
+        """Dead graders' leftovers reaped; unless it outlives this process, a watchdog stops it (reaper.py)."""
         reaper.sweep()
         if not self.outlives_caller:
             self._watchdog = reaper.Watchdog(workdir, self.cluster_dir, self._owns_workdir)

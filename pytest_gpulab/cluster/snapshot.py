@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .environ import SHORT_LIVED_GO
 from .kwok import KwokCluster, KwokClusterError
 from .kwokconfig import etcd_client_env
 from .kwokctl import run_kwokctl, snapshot_command
@@ -75,9 +76,6 @@ FROZEN: dict[str, object] = {"disable": ["kube-controller-manager", "kube-schedu
 # as it starts, before :func:`calling_out` can read the cluster and refuse the bundle. Grading only reads, and
 # its dry runs need no webhook: a lab has none.
 NO_WEBHOOKS = {"kube-apiserver": {"disable-admission-plugins": "MutatingAdmissionWebhook,ValidatingAdmissionWebhook"}}
-# It lives seconds: its Go programs collect garbage only past 512 MiB of heap (the API server's start is then 0.6 s
-# of CPU shorter; its peak is some 420 MiB instead of 260 MiB).
-SHORT_LIVED = {"GOGC": "off", "GOMEMLIMIT": "512MiB"}
 ETCDUTL_TIMEOUT = 120.0
 
 
@@ -104,8 +102,9 @@ def grading_cluster(path: Path, name: str = "gpulab-grade") -> Iterator[KwokClus
     def seed(cluster: KwokCluster) -> None:
         restore_data(cluster, path)
 
+    # It lives seconds (its API server's start 0.6 s of CPU shorter; its peak some 420 MiB instead of 260 MiB).
     with KwokCluster(
-        name, kwokctl_options=FROZEN, component_args=NO_WEBHOOKS, component_env=SHORT_LIVED, seed=seed
+        name, kwokctl_options=FROZEN, component_args=NO_WEBHOOKS, component_env=SHORT_LIVED_GO, seed=seed
     ) as cluster:
         yield cluster
 

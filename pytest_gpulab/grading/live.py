@@ -59,17 +59,19 @@ def owned_by(objects: list[dict[str, Any]], owner: Mapping[str, Any]) -> list[di
     ]
 
 
-def warm_up() -> threading.Thread:
-    """Import the kubernetes client in the background, while the grading does other work."""
-    thread = threading.Thread(target=_import_transport, name="gpulab-import-kubernetes", daemon=True)
+def warm_up(*, freeze: bool = False) -> threading.Thread:
+    """Import the kubernetes client in the background, while the grading does other work; with ``freeze``,
+    its modules, which live as long as the process, are then kept out of the garbage collector's way."""
+    thread = threading.Thread(target=_import_transport, args=(freeze,), name="gpulab-import-kubernetes", daemon=True)
     thread.start()
     return thread
 
 
-def _import_transport() -> None:
+def _import_transport(freeze: bool) -> None:
     from ..cluster import transport  # noqa: F401  (the import is the work)
 
-    gc.freeze()  # the client's modules live as long as the run
+    if freeze:
+        gc.freeze()
 
 
 class LiveCluster:

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cluster.environ import SHORT_LIVED_GO
+
 BLANK_BYTES = 64 * 1024 * 1024
 FORWARD_PORT = 8001
 RUN_DIR = Path("/run/gpulab")
@@ -42,9 +44,6 @@ ETC_KEPT = (
     f"python3.{sys.version_info.minor}",
 )  # fmt: skip
 # The environment a script gets: these names of the grader's, nothing else (no tokens, no settings).
-# kubectl, a Go program of short life, spends a fifth of its time collecting garbage it would leave at exit:
-# it collects only past this much heap, far below the run's address-space limit.
-KUBECTL_MEMORY = {"GOGC": "off", "GOMEMLIMIT": "512MiB"}
 KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM", "KUBECONFIG")
 PASSWD = "root:x:0:0:root:/root:/bin/sh\nlearner:x:{uid}:{uid}:learner:/nonexistent:/usr/sbin/nologin\n"
 GROUP = "root:x:0:\nlearner:x:{uid}:\n"
@@ -147,7 +146,7 @@ def script_environment(env: Mapping[str, str], layout: Layout) -> dict[str, str]
     kept.pop("KUBECONFIG", None)
     if layout.kubeconfig is not None:
         kept["KUBECONFIG"] = str(KUBECONFIG_INSIDE)
-        kept.update(KUBECTL_MEMORY)
+        kept.update(SHORT_LIVED_GO)  # its kubectl calls: far below the run's address-space limit
     return kept
 
 

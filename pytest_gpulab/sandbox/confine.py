@@ -221,6 +221,7 @@ def probe() -> Sandbox:
 
 
 _PROBING = threading.Lock()
+PROBE_TIMEOUT = 10.0
 
 
 @cache
@@ -253,7 +254,7 @@ def _works(candidate: Sandbox) -> bool:
             command = candidate.wrap(["true"], layout, {"PATH": "/usr/bin:/bin"}, fd)
             try:
                 done = subprocess.run(
-                    command, stdin=subprocess.DEVNULL, capture_output=True, timeout=10, pass_fds=_fds(fd)
+                    command, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT, pass_fds=_fds(fd)
                 )
             except (OSError, subprocess.SubprocessError):
                 return False
