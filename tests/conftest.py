@@ -12,13 +12,6 @@ from cohort_cases import CohortBuilder, CohortRun
 from pytest_gpulab.cluster import toolchain
 from pytest_gpulab.cluster.kwok import KwokCluster
 
-# The gradings the suite starts keep their compiled (and assertion-rewritten) modules, as on a learner's machine,
-# where nothing sets PYTHONDONTWRITEBYTECODE: else each of some thousand gradings compiles the plugin anew.
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-# The suite runs as in its activated virtualenv: a learner script's `python3` is the venv's interpreter, not a
-# version manager's shim (pyenv's is a chain of some ten bash processes, 40 ms a call, a fifth of a gpurt grading).
-os.environ["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)))
-
 COHORT_MODULES = ("tests/test_bundles.py", "tests/test_grading_elsewhere.py")  # gpuop_cohort's tests
 SPLIT_MODULES = ("tests/test_selftest.py",)  # long tests that share nothing costly
 COHORT_SCRIPT_TIMEOUT = 5
@@ -49,10 +42,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def pinned_binaries() -> Iterator[None]:
-    """Name the binaries' directory explicitly: pytester moves HOME, and the cache lives under it."""
+def suite_environment() -> Iterator[None]:
+    """The environment every test and the gradings it starts get, restored at the end:
+
+    - the binaries' directory named explicitly: pytester moves HOME, and the cache lives under it;
+    - compiled (and assertion-rewritten) modules kept, as on a learner's machine, where nothing sets
+      PYTHONDONTWRITEBYTECODE: else each of some thousand gradings compiles the plugin anew;
+    - the virtualenv's bin first on PATH, as when it is activated: a learner script's `python3` is the venv's
+      interpreter, not a version manager's shim (pyenv's is some ten bash processes, 40 ms a call, a fifth of a
+      gpurt grading)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GPULAB_BIN_DIR", str(toolchain.bin_dir()))
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        patch.setenv("PATH", str(Path(sys.executable).parent), prepend=os.pathsep)
         yield
 
 
