@@ -82,8 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "check(name=None, *, points=None): a check's stable name, and its own points if the step splits them.",
     )
-    # The kubernetes client is imported in the background (live.warm_up); the filter requests sets
-    # against urllib3's optional-SOCKS warning may then be undone by a check's own warning capture.
+    # urllib3, imported with the kubernetes client as collection ends (live.warm_up), warns that its optional
+    # SOCKS support is missing: no learner's concern.
     config.addinivalue_line("filterwarnings", "ignore:SOCKS support in urllib3 requires:Warning")
     config.stash[settings_key] = settings_mod.resolve(config, config.stash.get(early_lab_key, None))
     config.pluginmanager.register(GradingReports(config), "gpulab-reports")
@@ -187,20 +187,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """In the background, while the first checks run (files): import the kubernetes client if a check
-    reads the cluster, and try the sandbox if one runs a learner's script."""
+    """Try the sandbox in the background if a check runs a learner's script, and meanwhile import the
+    kubernetes client if a check reads the cluster."""
     if session.config.getoption("collectonly"):
         return
     grading = session.config.stash[settings_key].lab is not None
     if grading:
         gc.freeze()  # what collection imported lives as long as the grading: collections need not go through it
     used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
-    if "lab_cluster" in used:
-        warm_up(freeze=grading)
     if "script_runner" in used:
         probing = threading.Thread(target=sandbox.probe, name="gpulab-probe-sandbox", daemon=True)
         probing.start()
         session.config.stash[probing_key] = probing
+    if "lab_cluster" in used:
+        warm_up(freeze=grading)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

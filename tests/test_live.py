@@ -139,3 +139,27 @@ def test_a_wait_on_an_object_at_rest_ends_after_the_quiet_time(gpuop_cluster):
     started = time.monotonic()
     assert live.wait_for("Pod", "default/never-created", lambda p: p is not None, 30, quiet=10) is None
     assert time.monotonic() - started < 1  # only the learner makes a named object appear: no wait
+
+
+RECORDER = """
+import sys, threading
+
+def pytest_runtest_setup(item):
+    importing = [t.name for t in threading.enumerate() if "import" in t.name]
+    with open("setups.txt", "a") as out:
+        out.write(f"{item.name} {'kubernetes.client' in sys.modules} {importing}\\n")
+"""
+
+
+def test_the_client_is_imported_before_the_first_check_starts(pytester, gpuop_cluster, monkeypatch):
+    """pytest's log capture walks the logging module's loggers without its lock as each check starts; an import
+    of the client (which adds loggers) running beside a check once failed it with "dictionary changed size
+    during iteration". So the client is imported before the first check, never beside one."""
+    from grading import json_report
+
+    pytester.makepyfile(gpulab_setup_recorder=RECORDER)
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    root = pytester.mkdir("root")
+    json_report(pytester, "gpuop", root, gpuop_cluster, "-p", "gpulab_setup_recorder")
+    setups = (pytester.path / "setups.txt").read_text().splitlines()
+    assert setups and all(line.endswith(" True []") for line in setups), setups
