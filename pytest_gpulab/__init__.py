@@ -1,4 +1,7 @@
-"""pytest-gpulab: grade hands-on GPU-operations labs on a real (kwok) Kubernetes control plane."""
+"""pytest-gpulab: grade hands-on GPU-operations labs on a real (kwok) Kubernetes control plane.
+
+PYTEST_DONT_REWRITE: a warm grading (``cohort/warm.py``) has the package imported before pytest starts.
+"""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from ..labs.discovery import discover
 from ..reports.report_file import write_atomically
 from .bundle import sha256_file
 from .regrade import ERROR, GRADED, REFUSED, Outcome, grade_bundle, learner_name
+from .warm import COLD, Gradings, WarmGradings
 
 BUNDLE_PATTERNS = ("*.gpulab.tar.gz", "*.tar.gz", "*.tgz")
 
@@ -47,10 +48,10 @@ def results_folders(bundles: Sequence[Path]) -> dict[Path, str]:
     return folders
 
 
-def grade_safely(bundle: Path, out: Path, lab_dirs: Sequence[Path] = ()) -> Outcome:
+def grade_safely(bundle: Path, out: Path, lab_dirs: Sequence[Path] = (), gradings: Gradings = COLD) -> Outcome:
     """:func:`grade_bundle`, and a grader bug recorded as that bundle's error rather than the batch's end."""
     try:
-        return grade_bundle(bundle, out, learner=out.name, lab_dirs=lab_dirs)
+        return grade_bundle(bundle, out, learner=out.name, lab_dirs=lab_dirs, gradings=gradings)
     except Exception as error:  # one bundle's failure must not stop the others
         outcome = Outcome(out.name, bundle.name, "", ERROR, f"the grader failed: {error!r}")
         write_atomically(out / "outcome.json", outcome.as_dict())
@@ -132,9 +133,9 @@ def grade_batch(
             bar.advance(already, resumed=True)
         else:
             pending.append(bundle)
-    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="gpulab-grade") as pool:
+    with WarmGradings() as gradings, ThreadPoolExecutor(max(1, jobs), thread_name_prefix="gpulab-grade") as pool:
         running: dict[Future[Outcome], Path] = {
-            pool.submit(grade_safely, bundle, out / folders[bundle], lab_dirs): bundle for bundle in pending
+            pool.submit(grade_safely, bundle, out / folders[bundle], lab_dirs, gradings): bundle for bundle in pending
         }
         try:
             while running:

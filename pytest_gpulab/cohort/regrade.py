@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from ..labs.discovery import UnknownLab, discover
 from ..reports.report_file import write_atomically
 from .bundle import sha256_file, tool_versions
 from .unbundle import BundleRefused, OpenedBundle, open_bundle
+from .warm import COLD, Gradings
 
 GRADED, REFUSED, ERROR = "graded", "refused", "error"
 GRADING_TIMEOUT = 1800.0
@@ -86,18 +86,18 @@ def _version_warnings(manifest: dict[str, Any]) -> list[str]:
     ]
 
 
-def _pytest_command(
-    opened: OpenedBundle, kubeconfig: Path, out: Path, seed: int, lab_dirs: Sequence[Path]
-) -> list[str]:
+def _pytest_args(opened: OpenedBundle, kubeconfig: Path, out: Path, seed: int, lab_dirs: Sequence[Path]) -> list[str]:
     return [
-        sys.executable, "-m", "pytest", f"--lab={opened.lab}", f"--lab-root={opened.root}",
+        f"--lab={opened.lab}", f"--lab-root={opened.root}",
         f"--kubeconfig={kubeconfig}", f"--lab-seed={seed}", f"--gpulab-report={out / 'report.json'}",
         f"--gradescope-results={out / 'results.json'}", f"--junitxml={out / 'junit.xml'}",
         "-p", "no:cacheprovider", "--color=no", *(f"--lab-dir={path}" for path in lab_dirs),
     ]  # fmt: skip
 
 
-def _grade_restored(opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path]) -> None:
+def _grade_restored(
+    opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path], gradings: Gradings
+) -> None:
     started = time.monotonic()
     with snapshot.grading_cluster(opened.snapshot) as cluster:
         started = _timed(outcome, "cluster_start", started)
@@ -108,24 +108,22 @@ def _grade_restored(opened: OpenedBundle, outcome: Outcome, out: Path, work: Pat
             )
         run_dir = work / "run"  # pytest's rootdir: nothing of the learner's is in it
         run_dir.mkdir(exist_ok=True)
-        command = _pytest_command(opened, cluster.kubeconfig, out, outcome.seed or 0, lab_dirs)
-        with open(out / "output.txt", "w") as output:
-            result = subprocess.run(
-                command, env=cluster.environment(), cwd=run_dir, stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, timeout=GRADING_TIMEOUT,
-            )  # fmt: skip
+        args = _pytest_args(opened, cluster.kubeconfig, out, outcome.seed or 0, lab_dirs)
+        returncode = gradings.run(
+            args, cwd=run_dir, env=cluster.environment(), output=out / "output.txt", timeout=GRADING_TIMEOUT
+        )
         _timed(outcome, "grading", started)
-    _read_report(outcome, out, result.returncode)
+    _read_report(outcome, out, returncode)
 
 
 def _grade_with_a_second_try(
-    opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path]
+    opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path], gradings: Gradings
 ) -> None:
     """A cluster that did not come up on the snapshot is not the bundle's fault (a snapshot etcd cannot restore
     is): a second one is tried, and what the failure said kept in ``cluster-logs.txt``."""
     for attempt in range(1, CLUSTER_ATTEMPTS + 1):
         try:
-            return _grade_restored(opened, outcome, out, work, lab_dirs)
+            return _grade_restored(opened, outcome, out, work, lab_dirs, gradings)
         except KwokClusterError as error:
             (out / "cluster-logs.txt").write_text(f"attempt {attempt}: {error}\n")
             if attempt == CLUSTER_ATTEMPTS:
@@ -165,8 +163,10 @@ def grade_bundle(
     learner: str | None = None,
     seed: int | None = None,
     lab_dirs: Sequence[Path] = (),
+    gradings: Gradings = COLD,
 ) -> Outcome:
-    """Grade one bundle into ``out``; never raises for a bad bundle or a failed cluster (see the outcome)."""
+    """Grade one bundle into ``out``; never raises for a bad bundle or a failed cluster (see the outcome).
+    ``gradings`` runs the ``pytest --lab`` process: a new interpreter, or a :class:`WarmGradings` fork."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "outcome.json").unlink(missing_ok=True)
     outcome = Outcome(learner or learner_name(bundle), bundle.name, sha256_file(bundle) if bundle.is_file() else "")
@@ -176,7 +176,7 @@ def grade_bundle(
             opened = _open(bundle, outcome, Path(work), lab_dirs, seed)
             write_atomically(out / "bundle.json", opened.manifest)
             _timed(outcome, "open", started)
-            _grade_with_a_second_try(opened, outcome, out, Path(work), lab_dirs)
+            _grade_with_a_second_try(opened, outcome, out, Path(work), lab_dirs, gradings)
         except (BundleRefused, snapshot.SnapshotRefused) as refusal:
             outcome.status, outcome.reason = REFUSED, str(refusal)
         except (KwokClusterError, subprocess.TimeoutExpired, OSError) as error:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..cluster.kwok import KwokCluster
+from ..cohort.warm import COLD, Gradings, WarmGradings
 from ..labs.discovery import Lab
 from .judge import REFERENCE, START, Row, disagreements, judge, matrix
 from .state import ReferenceState, RowError, read_report, tail
@@ -41,8 +41,8 @@ SOLVE_TIMEOUT = 600.0
 class Selftest:
     """One lab's proof: where its rows are graded, and how."""
 
-    def __init__(self, lab: Lab, work: Path) -> None:
-        self.lab, self.work = lab, work
+    def __init__(self, lab: Lab, work: Path, gradings: Gradings = COLD) -> None:
+        self.lab, self.work, self.gradings = lab, work, gradings
         self._clusters = 0
         self._lock = threading.Lock()
 
@@ -75,16 +75,17 @@ class Selftest:
         """``pytest --lab`` on ``root`` against ``cluster``; its grading report."""
         report = folder / "report.json"
         command = [
-            sys.executable, "-m", "pytest", f"--lab={self.lab.name}", f"--lab-root={root}",
-            f"--kubeconfig={cluster.kubeconfig}", f"--gpulab-report={report}", "-p", "no:cacheprovider",
-            "--color=no", f"--lab-dir={self.lab.folder}", *args,
+            f"--lab={self.lab.name}", f"--lab-root={root}", f"--kubeconfig={cluster.kubeconfig}",
+            f"--gpulab-report={report}", "-p", "no:cacheprovider", "--color=no", f"--lab-dir={self.lab.folder}", *args,
         ]  # fmt: skip
-        with open(folder / "output.txt", "w") as output:
-            done = _bounded(
-                "the grading", command, GRADING_TIMEOUT, env=cluster.environment(), cwd=folder / "run", stdout=output,
-                stderr=subprocess.STDOUT,
+        try:
+            returncode = self.gradings.run(
+                command, cwd=folder / "run", env=cluster.environment(), output=folder / "output.txt",
+                timeout=GRADING_TIMEOUT,
             )  # fmt: skip
-        return read_report(report, done.returncode, folder / "output.txt")
+        except subprocess.TimeoutExpired:
+            raise RowError(f"the grading did not finish within {GRADING_TIMEOUT:.0f}s") from None
+        return read_report(report, returncode, folder / "output.txt")
 
     def prove_start(self) -> Row:
         def body() -> dict[str, Any]:
@@ -212,8 +213,8 @@ def run_selftest(
     variants = [variant for variant in load_variants(lab.folder) if not only or variant.name in only]
     if unknown := sorted(set(only) - {variant.name for variant in variants}):
         raise VariantsError(f"{lab.folder / VARIANTS_FILE}: no variant named {unknown[0]!r}")
-    with tempfile.TemporaryDirectory(prefix=f"gpulab-selftest-{lab.name}-") as work:
-        test = Selftest(lab, Path(work))
+    with tempfile.TemporaryDirectory(prefix=f"gpulab-selftest-{lab.name}-") as work, WarmGradings() as gradings:
+        test = Selftest(lab, Path(work), gradings)
         shared = SharedReference(test, sum(not variant.own_cluster for variant in variants))
         tasks: list[Callable[[], Row]] = [shared.prove] + ([] if only else [test.prove_start])
         # Files first: the reference's cluster stops once they are graded, before the ones with clusters of their own.
