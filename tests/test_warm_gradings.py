@@ -23,8 +23,15 @@ import json, os, sys
 WARM = "kubernetes.client" in sys.modules
 
 def test_probe():
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
     record = {"warm": WARM, "parent": os.getppid(), "pid": os.getpid(), "cwd": os.getcwd(),
-              "stdin": sys.stdin.read(), "variable": os.environ.get("PROBE_VARIABLE")}
+              "stdin": sys.stdin.read(), "variable": os.environ.get("PROBE_VARIABLE"),
+              "sockets": [fd for fd in fds if fd.startswith("socket:")]}
     print("PROBE " + json.dumps(record))
     with open(os.environ["PROBE_OUT"], "w") as out:
         json.dump(record, out)
@@ -64,6 +71,7 @@ def test_a_warm_grading_is_a_process_of_its_own_with_the_request_s_environment(p
     assert (status, failed) == (0, 1)
     assert seen["warm"] and seen["parent"] != os.getpid(), seen  # forked from the server, not started by us
     assert (seen["cwd"], seen["stdin"], seen["variable"]) == (str(run), "", "from-the-request")
+    assert seen["sockets"] == [], seen  # neither the server's socket nor its reply's: it cannot ask for a grading
     assert "PROBE " in (run / "output.txt").read_text() and "failed as asked" in (run / "failed.txt").read_text()
     assert "warning" not in (run / "output.txt").read_text()  # none of pytest's, on modules it could not rewrite
 

@@ -11,6 +11,9 @@ descriptors, the output file and a reply socket. For each it forks a watcher, wh
 waits for it, and writes its exit status to the reply socket. The watcher is the grading's parent, so it
 alone can stop it: at the timeout, or when the reply socket closes because the caller stopped waiting or
 died. The server ends when its socket closes, so nothing outlives the caller.
+
+The server runs what it is asked, so only the caller can ask: its socket is one end of a socketpair, never a
+path, and no descriptor of it reaches a watcher, a grading or a learner's script.
 """
 
 from __future__ import annotations
