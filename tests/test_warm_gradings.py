@@ -122,3 +122,33 @@ def test_cold_gradings_are_new_interpreters(probe):
     assert COLD.run(ARGS, cwd=run, env=env, output=run / "out.txt", timeout=60) == 0
     seen = json.loads(record.read_text())
     assert not seen["warm"] and seen["parent"] == os.getpid()
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+READS_KUBECONFIG = """
+import os
+from pytest_gpulab.cluster.transport import Transport
+
+def test_default_kubeconfig():
+    with open(os.environ["PROBE_OUT"], "w") as out:
+        out.write(Transport(None).host)
+"""
+
+
+def test_a_warm_grading_reads_its_own_kubeconfig_not_the_one_the_server_started_with(probe, monkeypatch):
+    """The client keeps KUBECONFIG as it was when imported: the server's, not the grading's."""
+    run, env, record = probe
+    (run / "test_probe.py").write_text(READS_KUBECONFIG)
+    for port in (1001, 1002):
+        (run / f"kubeconfig-{port}").write_text(KUBECONFIG % port)
+    monkeypatch.setenv("KUBECONFIG", str(run / "kubeconfig-1001"))
+    with WarmGradings() as gradings:
+        grading_env = {**env, "KUBECONFIG": str(run / "kubeconfig-1002")}
+        assert gradings.run(ARGS, cwd=run, env=grading_env, output=run / "out.txt", timeout=60) == 0
+    assert record.read_text() == "https://127.0.0.1:1002", (run / "out.txt").read_text()

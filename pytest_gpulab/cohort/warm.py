@@ -12,6 +12,9 @@ waits for it, and writes its exit status to the reply socket. The watcher is the
 alone can stop it: at the timeout, or when the reply socket closes because the caller stopped waiting or
 died. The server ends when its socket closes, so nothing outlives the caller.
 
+A preloaded module that read the environment as it was imported keeps the server's: this package reads it
+only when asked (the client's default kubeconfig included, ``cluster/transport.py``).
+
 The server runs what it is asked, so only the caller can ask: its socket is one end of a socketpair, never a
 path, and no descriptor of it reaches a watcher, a grading or a learner's script.
 """
@@ -42,19 +45,15 @@ class Gradings(Protocol):
         ``timeout`` seconds passed."""
 
 
-def run_cold(args: Sequence[str], cwd: Path, env: Mapping[str, str], output: Path, timeout: float) -> int:
-    with open(output, "w") as out:
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", *args], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
-            stderr=subprocess.STDOUT, timeout=timeout,
-        ).returncode  # fmt: skip
-
-
 class ColdGradings:
     """Each grading a new interpreter, as ``gpulab grade`` runs its one."""
 
     def run(self, args: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path, timeout: float) -> int:
-        return run_cold(args, cwd, env, output, timeout)
+        with open(output, "w") as out:
+            return subprocess.run(
+                [sys.executable, "-m", "pytest", *args], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
+            ).returncode  # fmt: skip
 
 
 COLD = ColdGradings()
@@ -111,7 +110,7 @@ class WarmGradings:
     def run(self, args: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path, timeout: float) -> int:
         said = self._ask(args, cwd, env, output, timeout) if self._socket and _startup(env) == self._startup else None
         if said is None:
-            return run_cold(args, cwd, env, output, timeout)
+            return COLD.run(args, cwd=cwd, env=env, output=output, timeout=timeout)
         lines = said.splitlines()
         if len(lines) != 2:
             raise OSError(f"the grading (pid {lines[0]}) ended without its exit status")
