@@ -143,7 +143,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     load_variants(lab.folder)  # a mistake in variants.toml is named before any cluster starts
     toolchain.build(say=lambda message: print(message, file=sys.stderr, flush=True))  # stdout: the matrix
     started = time.monotonic()
-    rows = run_selftest(lab, jobs=args.jobs, only=args.only or (), progress=_progress)
+    rows = run_selftest(lab, jobs=args.jobs, only=args.only or (), progress=_progress, bundles=not args.live_only)
     if args.messages:
         Path(args.messages).write_text(messages(rows))
     return report_selftest(lab.name, rows, time.monotonic() - started, args.jobs, sys.stdout)
@@ -175,6 +175,11 @@ def _parser() -> argparse.ArgumentParser:
     selftest.add_argument("--jobs", type=int, default=1, help="gradings at once (a cluster each, or the reference's)")
     selftest.add_argument(
         "--only", action="append", metavar="NAME", help="only the reference and this variant (may be repeated)"
+    )
+    selftest.add_argument(
+        "--live-only",
+        action="store_true",
+        help="grade each row live only (by default each is also graded from its bundle, and the two must agree)",
     )
     selftest.add_argument(
         "--messages", metavar="FILE", help="write every trap's message, as the learner reads it, to FILE (Markdown)"

@@ -72,9 +72,11 @@ def lab_root(gpulab_settings: RunSettings, lab: Lab) -> Path:
 
 
 @pytest.fixture(scope="session")
-def learner(lab_root: Path) -> LearnerWork:
-    """The learner's files: ``learner.file("out/merge.txt").key_values("MAIN_RUNTIMES")``."""
-    return LearnerWork(lab_root)
+def learner(lab_root: Path, lab: Lab, gpulab_settings: RunSettings) -> LearnerWork:
+    """The learner's files: ``learner.file("out/merge.txt").key_values("MAIN_RUNTIMES")``; a path the learner
+    wrote under the root where it stood (recorded in a bundle) or the lab's default root reads the same files."""
+    homes = (gpulab_settings.lab_root_recorded, str(lab.default_root))
+    return LearnerWork(lab_root, tuple(home for home in homes if home))
 
 
 @dataclass

@@ -48,6 +48,15 @@ LAB_ROOT = Setting(
     "The learner's lab directory (default: the lab's own, e.g. /root/gpuop).",
     "PATH",
 )
+LAB_ROOT_RECORDED = Setting(
+    "lab_root_recorded",
+    "--lab-root-recorded",
+    "GPULAB_LAB_ROOT_RECORDED",
+    "Where the learner's lab directory stood when it was bundled (a bundle's manifest records it; `gpulab grade` "
+    "passes it): a path the learner wrote under it, such as an absolute imports glob, is read from --lab-root "
+    "(default: none; paths under the lab's default root are always read so).",
+    "PATH",
+)
 KUBECONFIG = Setting(
     "kubeconfig",
     "--kubeconfig",
@@ -104,7 +113,19 @@ GRADESCOPE = Setting(
     "Write Gradescope's autograder results.json here at the end of the run (default: none).",
     "PATH",
 )
-ALL_SETTINGS = (LAB, LAB_DIR, LAB_ROOT, KUBECONFIG, LAB_CLUSTER, SCRIPT_TIMEOUT, SEED, STEP, REPORT, GRADESCOPE)
+ALL_SETTINGS = (
+    LAB,
+    LAB_DIR,
+    LAB_ROOT,
+    LAB_ROOT_RECORDED,
+    KUBECONFIG,
+    LAB_CLUSTER,
+    SCRIPT_TIMEOUT,
+    SEED,
+    STEP,
+    REPORT,
+    GRADESCOPE,
+)
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -27,6 +27,7 @@ from .options import (
     LAB_CLUSTER,
     LAB_DIR,
     LAB_ROOT,
+    LAB_ROOT_RECORDED,
     REPORT,
     SCRIPT_TIMEOUT,
     SEED,
@@ -113,6 +114,7 @@ class RunSettings:
     steps: frozenset[int] | None = None  # --step; None: every step
     report: Path | None = None
     gradescope: Path | None = None
+    lab_root_recorded: str | None = None  # where the root stood when it was bundled
 
     def header(self) -> list[str]:
         if self.lab is None:
@@ -172,6 +174,7 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
     seed = _seed(config)
     steps = lookup(config, STEP)
     report, gradescope = lookup(config, REPORT), lookup(config, GRADESCOPE)
+    recorded = lookup(config, LAB_ROOT_RECORDED)
     sources = {
         "step": steps.source if steps else "default",
         "seed": seed.source,
@@ -193,6 +196,7 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
         steps=_steps(steps),
         report=_path(report),
         gradescope=_path(gradescope),
+        lab_root_recorded=str(recorded.value) if recorded and str(recorded.value).startswith("/") else None,
     )
 
 

@@ -21,9 +21,10 @@ import bundle_forge as forge
 import pytest
 from bundle_forge import FILES, SMALL, Files, gz, honest, manifest, member, refuse, swapped, tree, write
 
-from pytest_gpulab.cohort import bundle
+from pytest_gpulab.cohort import bundle, regrade
 from pytest_gpulab.cohort.bundle import LIMITS, MANIFEST, SNAPSHOT, Limits
 from pytest_gpulab.cohort.unbundle import BundleRefused, open_bundle
+from pytest_gpulab.labs.discovery import discover
 
 BOMB = 8 << 20  # unpacked bytes of each bomb: some 150 times all that SMALL allows
 LINK = "a symbolic link (links are not followed)"
@@ -47,6 +48,25 @@ def test_a_real_lab_root_round_trips_through_writer_and_reader(tmp_path: Path) -
     opened = open_bundle(forge.written(tmp_path / "lab", tmp_path / "b.tar.gz"), tmp_path / "into", limits=SMALL)
     assert tree(opened.root) == {p: (d, 0o755 if p.endswith(".sh") else 0o644) for p, d in files.items()}
     assert opened.manifest["refused"] == [{"path": "link", "reason": LINK}]
+
+
+def test_the_manifest_records_where_the_lab_root_stood(tmp_path: Path) -> None:
+    """A path the learner wrote under their root (an absolute imports glob) is read from the unpacked copy: the
+    grader learns where the root stood from the manifest, and passes it on as --lab-root-recorded."""
+    root = forge.lay_out(tmp_path / "home" / "ana" / "gpurt", {"etc/config.toml": b"version = 2\n"})
+    snapshot = tmp_path / "snapshot.db"
+    snapshot.write_bytes(forge.SNAP)
+    out = tmp_path / "b.tar.gz"
+    bundle.pack(discover().get("gpuop"), bundle.root_files(root, SMALL), snapshot, out, limits=SMALL, root=str(root))
+    opened = open_bundle(out, tmp_path / "into", limits=SMALL)
+    assert opened.recorded_root == str(root) and opened.root != root
+    args = regrade._pytest_args(opened, tmp_path / "kubeconfig", tmp_path, 1, (), ())
+    assert f"--lab-root-recorded={root}" in args
+
+
+@pytest.mark.parametrize("written", ["relative/root", 7, "/with\0nul"])
+def test_a_recorded_root_that_is_not_an_absolute_path_is_refused(tmp_path: Path, written: Any) -> None:
+    refuse(tmp_path, gz(forge.meta(root=written)), match="lab root")
 
 
 def test_a_lab_root_of_many_files_past_the_limit_still_opens(tmp_path: Path) -> None:

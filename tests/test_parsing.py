@@ -8,13 +8,13 @@ import pytest
 
 from pytest_gpulab.grading.containerd_toml import (
     expect_plugins_match_version,
-    glob_matches,
     imports_of,
     parse_key_path,
     top_level,
 )
 from pytest_gpulab.grading.feedback import StepFailed
 from pytest_gpulab.grading.kube import effective_request
+from pytest_gpulab.grading.learner import LearnerWork
 from pytest_gpulab.grading.parsing import load_toml, load_yaml_documents, read_text, yaml_in
 from pytest_gpulab.grading.values import (
     parse_key_values,
@@ -115,20 +115,38 @@ def test_table_paths_are_read_as_toml_reads_them(written, path):
 
 
 def test_imports_globs_resolve_like_containerd(tmp_path):
-    etc = tmp_path / "etc/containerd"
+    learner = LearnerWork(tmp_path / "lab", homes=("/root/gpuop",))
+    etc = learner.root / "etc/containerd"
     (etc / "conf.d/sub").mkdir(parents=True)
     dropin = etc / "conf.d/99-nvidia.toml"
     dropin.write_text("")
     (etc / "conf.d/sub/deeper.toml").write_text("")
-    assert glob_matches("conf.d/*.toml", etc) == [dropin]
-    assert glob_matches("/etc/containerd/conf.d/*.toml", etc) == [dropin]
-    assert glob_matches(f"{etc}/conf.d/*.toml", etc) == [dropin]
-    assert glob_matches("/etc/containerd/conf.d/*.conf", etc) == []
-    assert glob_matches("/**/*.toml", etc) == []  # never a walk of the whole filesystem
-    assert glob_matches("../containerd/conf.d/*.toml", etc) == []
-    assert glob_matches("/opt/elsewhere/*.toml", etc) == []
+
+    def glob(written):
+        return learner.glob(written, config="etc/containerd")
+
+    assert glob("conf.d/*.toml") == [dropin]
+    assert glob("/etc/containerd/conf.d/*.toml") == [dropin]
+    assert glob(f"{etc}/conf.d/*.toml") == [dropin]
+    assert glob("/root/gpuop/etc/containerd/conf.d/*.toml") == [dropin]  # where the root stood, as written
+    assert glob("/etc/containerd/conf.d/*.conf") == []
+    assert glob("/**/*.toml") == []  # never a walk of the whole filesystem
+    assert glob("../containerd/conf.d/*.toml") == []
+    assert glob("/opt/elsewhere/*.toml") == []
+    assert glob("/root/gpuop-old/etc/containerd/conf.d/*.toml") == []  # a root's name as a prefix is not the root
+    assert learner.catches(["conf.d/*.conf", "conf.d/*.toml"], "etc/containerd/conf.d/99-nvidia.toml",
+                           config="etc/containerd") == ["conf.d/*.toml"]  # fmt: skip
     assert imports_of({"imports": "conf.d/*.toml"}) == ["conf.d/*.toml"]
     assert imports_of({"plugins": {"x": {"imports": ["a"]}}}) == ["a"]
+
+
+def test_a_path_written_under_the_recorded_root_is_read_from_the_copy(tmp_path):
+    """A bundle is unpacked elsewhere: the root the learner wrote paths under, recorded, still maps to the copy."""
+    learner = LearnerWork(tmp_path / "unpacked", homes=("/home/ana/labs/gpurt", "/root/gpurt"))
+    assert learner.inside("/home/ana/labs/gpurt/etc/conf.d/x.toml", config="etc") == learner.root / "etc/conf.d/x.toml"
+    assert learner.inside("/root/gpurt/etc/conf.d/x.toml", config="etc") == learner.root / "etc/conf.d/x.toml"
+    assert learner.inside("/etc/containerd/conf.d/x.toml", config="etc") == learner.root / "etc/conf.d/x.toml"
+    assert learner.inside("/etc/other/x.toml", config="etc") is None
 
 
 def test_a_top_level_key_written_under_a_table_names_the_table():

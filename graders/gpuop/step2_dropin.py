@@ -9,7 +9,6 @@ from pytest_gpulab.grading import (
     expect,
     expect_plugins_match_version,
     expect_value,
-    glob_matches,
     imports_of,
     listed,
     runtime_option,
@@ -95,13 +94,8 @@ def test_imported_by_the_main_file(learner):
     if main is None:
         return  # step 1 grades the main file
     expect(learner.file(DROPIN).exists(), f"{DROPIN} does not exist; create it as the step asks.")
-    dropin = learner.file(DROPIN).path.resolve()
     globs = imports_of(main)
-    matched = [
-        glob
-        for glob in globs
-        if dropin in {path.resolve() for path in glob_matches(glob, learner.file("etc/containerd").path)}
-    ]
+    matched = learner.catches(globs, DROPIN, config="etc/containerd")
     expect(
         matched,
         f"{MAIN}'s imports {shown(globs)} do not match {DROPIN}, so containerd would never read this drop-in.",

@@ -11,7 +11,6 @@ from pytest_gpulab.grading import (
     expect_plugins_match_version,
     expect_value,
     fail,
-    glob_matches,
     imports_of,
     number,
     runtime_table,
@@ -28,13 +27,10 @@ DROPIN = "etc/conf.d/99-nvidia.toml"
 REPORT = "out/imports.txt"
 
 
-def matched(learner, lab, glob):
-    """What a glob of etc/config.toml catches, resolved as containerd does: relative to etc/,
-    with /etc/containerd (or the lab's own etc/) standing for etc/."""
-    etc = learner.file("etc").path
-    own = f"{lab.default_root}/etc"
-    glob = "/etc/containerd" + glob[len(own) :] if glob.startswith(own + "/") else glob
-    return glob_matches(glob, etc)
+def matched(learner, glob):
+    """What a glob of etc/config.toml catches, resolved as containerd does: relative to etc/, with
+    /etc/containerd standing for etc/ and the lab root wherever it stood for itself."""
+    return learner.glob(glob, config="etc")
 
 
 def test_main_config(learner):
@@ -52,13 +48,12 @@ def test_dropin_defines_nvidia(learner):
     runtime_table(dropin, DROPIN, "nvidia")
 
 
-def test_glob_misses_the_dropin(learner, lab):
+def test_glob_misses_the_dropin(learner):
     config = learner.file(MAIN).toml()
     imports = top_level(config, "imports", MAIN)
     globs = imports_of(config)
     expect(globs, should_be(f"{MAIN}: imports", Words("an array with a glob"), imports))
-    dropin = learner.file(DROPIN).path.resolve()
-    catching = [glob for glob in globs if dropin in {path.resolve() for path in matched(learner, lab, glob)}]
+    catching = learner.catches(globs, DROPIN, config="etc")
     if catching:
         fail(
             f"{MAIN}'s imports glob {shown(catching[0])} does match {DROPIN}, so this node would load the drop-in.",
@@ -66,10 +61,10 @@ def test_glob_misses_the_dropin(learner, lab):
         )
 
 
-def test_report(learner, lab):
+def test_report(learner):
     values = learner.file(REPORT).key_values("GLOB", "MATCHED", "DROPIN_EXISTS", "LOADED_NVIDIA")
     globs = imports_of(learner.file(MAIN).toml())
-    caught = len(matched(learner, lab, values["GLOB"])) if values["GLOB"] in globs else 0
+    caught = len(matched(learner, values["GLOB"])) if values["GLOB"] in globs else 0
     answers = {
         "GLOB": Answer(
             Words(f"the glob exactly as {MAIN} writes it ({', '.join(globs) or 'none'})"),

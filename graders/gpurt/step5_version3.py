@@ -9,7 +9,6 @@ from pytest_gpulab.grading import (
     expect,
     expect_plugins_match_version,
     expect_value,
-    glob_matches,
     imports_of,
     runtime_option,
     runtime_table,
@@ -55,9 +54,8 @@ def test_plugin_names_match_the_version(config):
 
 def test_imports_the_dropin(learner, config):
     top_level(config, "imports", V3)
-    dropin = learner.file(DROPIN).path.resolve()
     globs = imports_of(config)
     expect(
-        any(dropin in {p.resolve() for p in glob_matches(glob, learner.file("etc").path)} for glob in globs),
+        learner.catches(globs, DROPIN, config="etc"),
         f"{V3}'s imports {shown(globs)} should catch {DROPIN} this time.",
     )

@@ -2,7 +2,8 @@
 
 Members, in this order::
 
-    gpulab-bundle.json     the manifest: lab, rubric, tool versions, every member's size and sha256
+    gpulab-bundle.json     the manifest: lab, rubric, the root's absolute path, tool versions, every member's size
+                           and sha256
     cluster/etcd.db        the cluster's etcd snapshot (``snapshot.py``)
     root/<path>            each regular file of the lab root (the manifest lists its folders too)
 
@@ -158,12 +159,13 @@ def _file_entry(relative: str, data: bytes, executable: bool) -> dict[str, Any]:
     return {"path": relative, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "executable": executable}
 
 
-def _manifest(lab: Lab, learner: str | None, found: RootFiles, snapshot_path: Path) -> dict[str, Any]:
+def _manifest(lab: Lab, learner: str | None, found: RootFiles, snapshot_path: Path, root: str | None) -> dict[str, Any]:
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "lab": lab.name,
         "rubric_version": lab.rubric_version,
         "learner": learner,
+        "root": root,  # where the lab root stood: paths the learner wrote under it are read from the bundle's copy
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "tools": tool_versions(),
         "snapshot": {
@@ -194,15 +196,23 @@ def _add(archive: tarfile.TarFile, name: str, source: Path | bytes, executable: 
 
 
 def pack(
-    lab: Lab, found: RootFiles, snapshot_path: Path, out: Path, *, learner: str | None = None, limits: Limits = LIMITS
+    lab: Lab,
+    found: RootFiles,
+    snapshot_path: Path,
+    out: Path,
+    *,
+    learner: str | None = None,
+    limits: Limits = LIMITS,
+    root: str | None = None,
 ) -> dict[str, Any]:
-    """The bundle of these root files and this snapshot, written to ``out`` atomically; its manifest."""
+    """The bundle of these root files and this snapshot, written to ``out`` atomically; its manifest. ``root`` is
+    the absolute path the files were taken from."""
     if snapshot_path.stat().st_size > limits.snapshot_bytes:
         raise BundleError(f"the cluster's snapshot is larger than {limits.snapshot_bytes >> 20} MiB")
-    manifest = _manifest(lab, learner, found, snapshot_path)
+    manifest = _manifest(lab, learner, found, snapshot_path, root)
     while len(json.dumps(manifest, indent=2)) > limits.manifest_bytes and len(found.refused) > 1:
         found.refused = _list_at_most(found.refused, len(found.refused) // 2)  # the reader's limit
-        manifest = _manifest(lab, learner, found, snapshot_path)
+        manifest = _manifest(lab, learner, found, snapshot_path, root)
     partial = out.with_name(f".{out.name}.partial")
     with tarfile.open(partial, "w:gz") as archive:
         _add(archive, MANIFEST, json.dumps(manifest, indent=2).encode())
@@ -224,4 +234,4 @@ def write_bundle(
     with tempfile.TemporaryDirectory(prefix="gpulab-bundle-") as work:
         snapshot_path = Path(work) / "etcd.db"
         snapshot.save(cluster, snapshot_path)
-        return pack(lab, found, snapshot_path, out, learner=learner, limits=limits)
+        return pack(lab, found, snapshot_path, out, learner=learner, limits=limits, root=str(Path(root).absolute()))

@@ -86,17 +86,26 @@ def _version_warnings(manifest: dict[str, Any]) -> list[str]:
     ]
 
 
-def _pytest_args(opened: OpenedBundle, kubeconfig: Path, out: Path, seed: int, lab_dirs: Sequence[Path]) -> list[str]:
+def _pytest_args(
+    opened: OpenedBundle, kubeconfig: Path, out: Path, seed: int, lab_dirs: Sequence[Path], extra: Sequence[str]
+) -> list[str]:
     return [
         f"--lab={opened.lab}", f"--lab-root={opened.root}",
         f"--kubeconfig={kubeconfig}", f"--lab-seed={seed}", f"--gpulab-report={out / 'report.json'}",
         f"--gradescope-results={out / 'results.json'}", f"--junitxml={out / 'junit.xml'}",
         "-p", "no:cacheprovider", "--color=no", *(f"--lab-dir={path}" for path in lab_dirs),
+        *([f"--lab-root-recorded={opened.recorded_root}"] if opened.recorded_root else []), *extra,
     ]  # fmt: skip
 
 
 def _grade_restored(
-    opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path], gradings: Gradings
+    opened: OpenedBundle,
+    outcome: Outcome,
+    out: Path,
+    work: Path,
+    lab_dirs: Sequence[Path],
+    gradings: Gradings,
+    extra: Sequence[str] = (),
 ) -> None:
     started = time.monotonic()
     with snapshot.grading_cluster(opened.snapshot) as cluster:
@@ -108,7 +117,7 @@ def _grade_restored(
             )
         run_dir = work / "run"  # pytest's rootdir: nothing of the learner's is in it
         run_dir.mkdir(exist_ok=True)
-        args = _pytest_args(opened, cluster.kubeconfig, out, outcome.seed or 0, lab_dirs)
+        args = _pytest_args(opened, cluster.kubeconfig, out, outcome.seed or 0, lab_dirs, extra)
         returncode = gradings.run(
             args, cwd=run_dir, env=cluster.environment(), output=out / "output.txt", timeout=GRADING_TIMEOUT
         )
@@ -117,13 +126,19 @@ def _grade_restored(
 
 
 def _grade_with_a_second_try(
-    opened: OpenedBundle, outcome: Outcome, out: Path, work: Path, lab_dirs: Sequence[Path], gradings: Gradings
+    opened: OpenedBundle,
+    outcome: Outcome,
+    out: Path,
+    work: Path,
+    lab_dirs: Sequence[Path],
+    gradings: Gradings,
+    extra: Sequence[str] = (),
 ) -> None:
     """A cluster that did not come up on the snapshot is not the bundle's fault (a snapshot etcd cannot restore
     is): a second one is tried, and what the failure said kept in ``cluster-logs.txt``."""
     for attempt in range(1, CLUSTER_ATTEMPTS + 1):
         try:
-            return _grade_restored(opened, outcome, out, work, lab_dirs, gradings)
+            return _grade_restored(opened, outcome, out, work, lab_dirs, gradings, extra)
         except KwokClusterError as error:
             (out / "cluster-logs.txt").write_text(f"attempt {attempt}: {error}\n")
             if attempt == CLUSTER_ATTEMPTS:
@@ -164,9 +179,11 @@ def grade_bundle(
     seed: int | None = None,
     lab_dirs: Sequence[Path] = (),
     gradings: Gradings = COLD,
+    extra_args: Sequence[str] = (),
 ) -> Outcome:
     """Grade one bundle into ``out``; never raises for a bad bundle or a failed cluster (see the outcome).
-    ``gradings`` runs the ``pytest --lab`` process: a new interpreter, or a :class:`WarmGradings` fork."""
+    ``gradings`` runs the ``pytest --lab`` process: a new interpreter, or a :class:`WarmGradings` fork;
+    ``extra_args`` are the instructor's own options for it (``--script-timeout``)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "outcome.json").unlink(missing_ok=True)
     outcome = Outcome(learner or learner_name(bundle), bundle.name, sha256_file(bundle) if bundle.is_file() else "")
@@ -176,7 +193,7 @@ def grade_bundle(
             opened = _open(bundle, outcome, Path(work), lab_dirs, seed)
             write_atomically(out / "bundle.json", opened.manifest)
             _timed(outcome, "open", started)
-            _grade_with_a_second_try(opened, outcome, out, Path(work), lab_dirs, gradings)
+            _grade_with_a_second_try(opened, outcome, out, Path(work), lab_dirs, gradings, extra_args)
         except (BundleRefused, snapshot.SnapshotRefused) as refusal:
             outcome.status, outcome.reason = REFUSED, str(refusal)
         except (KwokClusterError, subprocess.TimeoutExpired, OSError) as error:

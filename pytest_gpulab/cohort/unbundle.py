@@ -49,6 +49,12 @@ class OpenedBundle:
     def lab(self) -> str:
         return str(self.manifest["lab"])
 
+    @property
+    def recorded_root(self) -> str | None:
+        """Where the learner's lab root stood when it was bundled (older bundles do not say)."""
+        root = self.manifest.get("root")
+        return root if isinstance(root, str) else None
+
 
 def _safe_relative(name: str) -> PurePosixPath:
     """The name as written: parts split on ``/`` (PurePosixPath would drop empty and ``.`` ones), each plain."""
@@ -68,6 +74,9 @@ def _check_manifest(manifest: Any) -> dict[str, Any]:
         raise BundleRefused("the bundle's manifest lacks its lab, files or snapshot")
     if not _is_size(shot.get("bytes")):
         raise BundleRefused("the bundle's cluster snapshot is missing from its manifest, or its size")
+    root = manifest.get("root")
+    if root is not None and not (isinstance(root, str) and root.startswith("/") and "\0" not in root):
+        raise BundleRefused("the bundle's manifest gives the lab root's path wrongly (not an absolute path)")
     tools = manifest.get("tools")
     if tools is not None and not (isinstance(tools, dict) and all(isinstance(v, str) for v in tools.values())):
         raise BundleRefused("the bundle's manifest gives its tools' versions wrongly (not names with version strings)")

@@ -9,7 +9,6 @@ TOML mistakes. The two rules every step reading a containerd file calls:
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 from typing import Any
 
 from .feedback import fail
@@ -249,40 +248,6 @@ def imports_of(document: dict[str, Any]) -> list[str]:
     if isinstance(imports, str):
         imports = [imports]
     return [entry for entry in imports if isinstance(entry, str)] if isinstance(imports, list) else []
-
-
-def resolve_import(glob: str, config_dir: Path, host_config_dir: str = "/etc/containerd") -> Path | str:
-    """Where an imports glob points inside the learner's tree.
-
-    A relative glob resolves against the main file's folder (as containerd
-    does); an absolute one under ``/etc/containerd`` maps onto ``config_dir``;
-    an absolute glob already inside ``config_dir`` stays as it is.
-    """
-    if not glob.startswith("/"):
-        return config_dir / glob
-    if glob == host_config_dir or glob.startswith(host_config_dir + "/"):
-        return config_dir / glob[len(host_config_dir) :].lstrip("/")
-    return Path(glob)
-
-
-def glob_matches(glob: str, config_dir: Path, host_config_dir: str = "/etc/containerd") -> list[Path]:
-    """The files an imports glob matches in the learner's tree, sorted.
-
-    Only the lab's containerd folder is searched: a glob pointing elsewhere (or climbing out
-    with ``..``) matches nothing there. ``*`` stays within one folder, as in Go's filepath.Glob.
-
-    Example:: glob_matches("conf.d/*.toml", learner.file("etc/containerd").path)
-    """
-    try:
-        relative = Path(resolve_import(glob, config_dir, host_config_dir)).relative_to(config_dir)
-    except ValueError:
-        return []
-    if not relative.parts or ".." in relative.parts or "**" in relative.parts:
-        return []
-    try:
-        return sorted(path for path in config_dir.glob(str(relative)) if path.is_file())
-    except (ValueError, OSError):
-        return []
 
 
 def parse_key_path(text: str) -> tuple[str, ...] | None:

@@ -101,14 +101,72 @@ class LearnerFile:
         return values.read_amount_table(self.readable, self.relative)
 
 
+HOST_CONTAINERD = "/etc/containerd"
+
+
 @dataclass(frozen=True)
 class LearnerWork:
-    """The learner's lab root; graders only read below it."""
+    """The learner's lab root; graders only read below it.
+
+    ``homes`` are the absolute paths the root stood at as the learner wrote it (the one a bundle
+    records, and the lab's default root): a path the learner wrote under any of them is read from
+    ``root``, wherever the grader now finds it, so live grading and a bundle's read the same files.
+    """
 
     root: Path
+    homes: tuple[str, ...] = ()
 
     def file(self, relative: str) -> LearnerFile:
         return LearnerFile(self.root, relative)
 
     def __truediv__(self, relative: str) -> LearnerFile:
         return self.file(relative)
+
+    def inside(self, written: str, *, config: str | None = None) -> Path | None:
+        """Where a path the learner wrote (in a config file: an imports glob) is in the grader's copy of the lab
+        root, or None when it points outside it. Absolute paths under the root, wherever it stood (its ``homes``),
+        or under /etc/containerd, which ``config`` (the lab's folder standing for it) replaces, are mapped; a
+        relative one is taken from ``config``. The same rule in every step, live and from a bundle.
+
+        Example:: learner.inside("/root/gpurt/etc/conf.d/*.toml", config="etc")  # root / "etc/conf.d/*.toml"
+        """
+        text = written.strip()
+        if not text.startswith("/"):
+            return self.root / (config or "") / text if config is not None else None
+        mapped = [(HOST_CONTAINERD, config)] if config is not None else []
+        mapped += [(home.rstrip("/"), "") for home in (*self.homes, str(self.root)) if home.rstrip("/")]
+        for prefix, folder in sorted(mapped, key=lambda pair: -len(pair[0])):
+            if text == prefix or text.startswith(prefix + "/"):
+                rest = text[len(prefix) :].lstrip("/")
+                return self.root / folder / rest if folder else self.root / rest
+        return None
+
+    def glob(self, written: str, *, config: str) -> list[Path]:
+        """The files below the root that an imports glob the learner wrote catches, as containerd reads it: a
+        relative glob from ``config`` (the lab's folder standing for /etc/containerd), an absolute one under
+        /etc/containerd or under the lab root wherever it stood. ``*`` stays within one folder (Go's
+        filepath.Glob); a glob that climbs out or points elsewhere catches nothing.
+
+        Example:: learner.glob("conf.d/*.toml", config="etc/containerd")
+        """
+        target = self.inside(written, config=config)
+        if target is None:
+            return []
+        try:
+            relative = target.relative_to(self.root)
+        except ValueError:
+            return []
+        if not relative.parts or ".." in relative.parts or "**" in relative.parts:
+            return []
+        try:
+            return sorted(path for path in self.root.glob(str(relative)) if path.is_file())
+        except (ValueError, OSError):
+            return []
+
+    def catches(self, globs: list[str], relative: str, *, config: str) -> list[str]:
+        """Those of ``globs`` that catch the learner's file ``relative``.
+
+        Example:: learner.catches(imports_of(main), "etc/conf.d/99-nvidia.toml", config="etc")
+        """
+        wanted = self.file(relative).path.resolve()
+        return [glob for glob in globs if wanted in {path.resolve() for path in self.glob(glob, config=config)}]

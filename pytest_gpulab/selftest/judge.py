@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..reports.reporting import BLOCKED, ERROR, FAILED, PASSED
+from .twin import TWIN_PROBLEMS
 from .variants import FORM, TRAP, Variant
 
 REFERENCE, START = "reference", "start"
@@ -68,6 +69,7 @@ def step_text(step: Step) -> str:
 def judge(row: Row, report: dict[str, Any], lab: str) -> None:
     """Fill ``row`` from the grading report: its steps, and every way they disagree with the declaration."""
     row.steps = {step["number"]: step for step in report["steps"]}
+    row.problems += report.get(TWIN_PROBLEMS, [])
     if row.kind == REFERENCE:
         row.problems += _reference(row.steps, lab)
     elif row.kind == START:

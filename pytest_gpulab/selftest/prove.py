@@ -16,6 +16,7 @@ gets a cluster of its own. Usable without pytest: :func:`run_selftest`.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -32,6 +33,8 @@ from ..cohort.warm import COLD, Gradings, WarmGradings
 from ..labs.discovery import Lab
 from .judge import REFERENCE, START, Row, disagreements, judge, matrix
 from .state import ReferenceState, RowError, read_report, tail
+from .twin import TWIN_PROBLEMS, Twins
+from .twin import disagreements as twin_disagreements
 from .variants import VARIANTS_FILE, Variant, VariantsError, copy_root, load_variants
 
 GRADING_TIMEOUT = 900.0
@@ -41,8 +44,9 @@ SOLVE_TIMEOUT = 600.0
 class Selftest:
     """One lab's proof: where its rows are graded, and how."""
 
-    def __init__(self, lab: Lab, work: Path, gradings: Gradings = COLD) -> None:
+    def __init__(self, lab: Lab, work: Path, gradings: Gradings = COLD, *, bundles: bool = True) -> None:
         self.lab, self.work, self.gradings = lab, work, gradings
+        self.twins = Twins(lab, work, gradings) if bundles else None  # each row graded from its bundle too
         self._clusters = 0
         self._lock = threading.Lock()
 
@@ -72,7 +76,18 @@ class Selftest:
             raise RowError(f"the shell snippet failed (exit {done.returncode}): {tail(done.stderr + done.stdout)}")
 
     def grade(self, folder: Path, root: Path, cluster: KwokCluster, args: Sequence[str] = ()) -> dict[str, Any]:
-        """``pytest --lab`` on ``root`` against ``cluster``; its grading report."""
+        """``pytest --lab`` on ``root`` against ``cluster``; its grading report. Then, with ``bundles``, the row's
+        bundle graded as an instructor's `gpulab grade` would, with the same seed: each step whose outcome
+        differs is a problem of the row's (the report's ``TWIN_PROBLEMS``)."""
+        given, rest = _seed_of(args)
+        seed = given if given is not None else secrets.randbelow(10**9)
+        report = self.grade_live(folder, root, cluster, [*rest, f"--lab-seed={seed}"])
+        if self.twins is not None:
+            bundled = self.twins.grade(folder, root, cluster, seed, rest)
+            report[TWIN_PROBLEMS] = twin_disagreements(report, bundled)
+        return report
+
+    def grade_live(self, folder: Path, root: Path, cluster: KwokCluster, args: Sequence[str]) -> dict[str, Any]:
         report = folder / "report.json"
         command = [
             f"--lab={self.lab.name}", f"--lab-root={root}", f"--kubeconfig={cluster.kubeconfig}",
@@ -110,6 +125,21 @@ class Selftest:
                 return self.grade(folder, root, cluster, variant.grader_args)
 
         return attempt(Row(variant.kind, variant), body, self.lab.name)
+
+
+def _seed_of(args: Sequence[str]) -> tuple[int | None, list[str]]:
+    """The ``--lab-seed`` a variant's grader arguments give (``--lab-seed=N`` or ``--lab-seed N``), and the rest."""
+    seed, rest, taking = None, [], False
+    for arg in args:
+        if taking:
+            seed, taking = int(arg), False
+        elif arg == "--lab-seed":
+            taking = True
+        elif arg.startswith("--lab-seed="):
+            seed = int(arg.partition("=")[2])
+        else:
+            rest.append(arg)
+    return seed, rest
 
 
 def _bounded(
@@ -207,14 +237,15 @@ def run_selftest(
     jobs: int = 1,
     only: Sequence[str] = (),
     progress: Callable[[Row, int, int], None] | None = None,
+    bundles: bool = True,
 ) -> list[Row]:
     """Every row of ``lab``'s proof, in the matrix's order: reference, untouched start, then each variant;
-    with ``only``, the reference and the variants so named."""
+    with ``only``, the reference and the variants so named; with ``bundles``, each also graded from its bundle."""
     variants = [variant for variant in load_variants(lab.folder) if not only or variant.name in only]
     if unknown := sorted(set(only) - {variant.name for variant in variants}):
         raise VariantsError(f"{lab.folder / VARIANTS_FILE}: no variant named {unknown[0]!r}")
     with tempfile.TemporaryDirectory(prefix=f"gpulab-selftest-{lab.name}-") as work, WarmGradings() as gradings:
-        test = Selftest(lab, Path(work), gradings)
+        test = Selftest(lab, Path(work), gradings, bundles=bundles)
         shared = SharedReference(test, sum(not variant.own_cluster for variant in variants))
         tasks: list[Callable[[], Row]] = [shared.prove] + ([] if only else [test.prove_start])
         # Files first: the reference's cluster stops once they are graded, before the ones with clusters of their own.
