@@ -31,6 +31,7 @@ from .cluster import toolchain
 from .cluster.kwok import KwokCluster, KwokClusterError
 from .cluster.toolchain import up_kubeconfig, up_workdir
 from .cohort.bundle import BundleError
+from .contracts import checkers_of
 from .labs.discovery import Lab, UnknownLab, discover
 from .selftest.judge import Row, messages
 from .selftest.prove import report_selftest, run_selftest
@@ -57,6 +58,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_labs(args: argparse.Namespace) -> int:
     catalog = discover(_lab_dirs(args))
+    if args.lab:
+        lab = _lab(args)
+        print(f"{lab.name}\t{lab.title}\t{lab.folder}")
+        for step, checker in checkers_of(lab.folder):
+            print(f"  step {step}: {checker.contract()}")
+        return 0
     for name in catalog.names:
         lab = catalog.labs[name]
         print(f"{name}\t{lab.title}\t{lab.folder}")
@@ -159,7 +166,9 @@ def _parser() -> argparse.ArgumentParser:
     lab_dir.add_argument(
         "--lab-dir", action="append", metavar="PATH", help="a lab folder, or a folder of them (may be repeated)"
     )
-    commands.add_parser("labs", help="list the labs found", parents=[lab_dir]).set_defaults(run=cmd_labs)
+    labs = commands.add_parser("labs", help="list the labs found; with LAB, each checker's contract", parents=[lab_dir])
+    labs.add_argument("lab", nargs="?", help="a lab: show the contract each of its checker scripts is held to")
+    labs.set_defaults(run=cmd_labs)
     for name, run, text in (("up", cmd_up, "start a lab's cluster"), ("down", cmd_down, "stop a lab's cluster")):
         sub = commands.add_parser(name, help=text, parents=[lab_dir])
         sub.add_argument("lab")

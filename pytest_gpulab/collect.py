@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from .grading.checker import Checker, contract_checks
 from .labs.labfile import LAB_FILE, LabFileError, load_lab
 from .reports.steps import check_name_of, explicit_check
 
@@ -55,11 +56,20 @@ class LabFolder(pytest.Directory):
 
 
 class StepModule(pytest.Module):
-    """One step's module; its test functions are the step's checks."""
+    """One step's module; its test functions are the step's checks, and each :class:`Checker` it declares adds
+    its contract's checks (``contract-*``, :mod:`pytest_gpulab.grading.checker`) after them."""
 
     @property
     def step_number(self) -> int | None:
         return step_number_of(self.path)
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        collected = list(super().collect())
+        checkers = [value for value in vars(self.obj).values() if isinstance(value, Checker)]
+        for checker in checkers:
+            for name, check in contract_checks(checker):
+                collected.append(pytest.Function.from_parent(self, name=name, callobj=check))
+        return collected
 
     def check_item(self, name: str, obj: object) -> pytest.Function | None:
         """A plain test function as an item named after its check; None leaves the rest to pytest."""

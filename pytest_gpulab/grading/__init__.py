@@ -29,6 +29,7 @@ from .answers import (
     word,
     yes_no,
 )
+from .checker import Case, Cases, Checker
 from .containerd_toml import (
     CRI_V2,
     CRI_V3_RUNTIME,
@@ -181,6 +182,9 @@ __all__ = [  # noqa: RUF022 - grouped by what each name is for, as the README li
     "word",
     "yes_no",
     # Learner scripts
+    "Case",
+    "Cases",
+    "Checker",
     "DoctoredView",
     "FAILING_API",
     "Run",

@@ -28,6 +28,7 @@ from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
 from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
 from ..sandbox.stage import Stage, StagedRun
 from .feedback import fail
+from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
 from .learner import LearnerFile
 from .runs import Run as Run  # its first home, where labs import it from
 from .runs import ScriptRuns
@@ -76,7 +77,10 @@ class ScriptRunner:
         self._views: dict[str | None, DoctoredView] = {}
         self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
         self._pool: ThreadPoolExecutor | None = None
-        self._stage = Stage(lab_root)  # where a script run as a uid of its own without a sandbox finds its files
+        self._stage = Stage(lab_root)
+        self._state_users: dict[
+            Path, int | None
+        ] = {}  # where a script run as a uid of its own without a sandbox finds its files
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -108,7 +112,7 @@ class ScriptRunner:
             return self._views[fault]
 
     def _exposures(
-        self, script: Path, args: tuple[str, ...], fake: FakeContainerd, env: dict[str, str]
+        self, script: Path, args: tuple[str, ...], fake: FakeContainerd, env: dict[str, str], keeps: Keeps
     ) -> list[Exposure]:
         """The lab root (or the script's own folder) as a read-only snapshot; the fake containerd, read-only
         but for the one file it records calls in; the tools on PATH; and the files the grader names in its
@@ -123,7 +127,9 @@ class ScriptRunner:
         seen += [Exposure(tool, tool) for tool in tool_paths(env.get("PATH", "")) if tool != Path("/")]
         seen.append(Exposure(shim_path().parent, shim_path().parent))
         given = [Path(arg) for arg in args if arg.startswith("/") and os.path.isfile(arg)]  # no socket, no device
-        return seen + [Exposure(path, path) for path in given if root is None or root not in path.parents]
+        read_only = not keeps.writable_inputs
+        seen += [Exposure(path, path, read_only) for path in given if root is None or root not in path.parents]
+        return seen
 
     def _plan(
         self,
@@ -134,21 +140,31 @@ class ScriptRunner:
         env: dict[str, str],
         door: Door | None,
         user: int | None,
+        keeps: Keeps,
     ) -> SandboxPlan | None:
         """What the script sees in the sandbox: its exposures, empty writable blanks (its scratch among
-        them), and for a script that reads the cluster the view's socket behind a forwarder."""
+        them), and for a script that reads the cluster the view's socket behind a forwarder; with a kept
+        ``state``, its folders in place of the /tmp-like blanks, $HOME and the scratch."""
         if self.sandbox is None:
             return None
         fake.calls_file.touch()
         if user is not None:
             for writable in (fake.calls_file, scratch):  # the scratch directory matters where no sandbox is
                 os.chown(writable, user, user)
-        seen = self._exposures(script, args, fake, env)
+        seen = self._exposures(script, args, fake, env, keeps)
+        seen += [Exposure(source, scratch / name, not keeps.writable_inputs) for name, source in keeps.inputs]
         blanks = blanks_for(self.lab_root, env.get("HOME"), scratch, seen)
+        extra: dict[str, str] = {}
+        if keeps.state is not None:
+            kept = kept_places(keeps.state, env.get("HOME"), scratch, user)
+            blanks = tuple(blank for blank in blanks if blank not in kept)
+            seen += [Exposure(source, inside, read_only=False) for inside, source in kept.items()]
+            extra["TMPDIR"] = "/tmp"
         layout = Layout(
             tuple(seen), blanks, scratch, write_etc(scratch.parent / "etc", user),
             cluster_socket=door.socket if door is not None else None,  # none: nothing answers
             kubeconfig=view_kubeconfig(self.work / "sandbox") if door is not None else None, run_user=user,
+            extra_env=extra,
         )  # fmt: skip
         return SandboxPlan(self.sandbox, layout)
 
@@ -179,11 +195,13 @@ class ScriptRunner:
         scratch: Path | None = None,
         view: DoctoredView | None = None,
         api: str | None = None,
+        keeps: Keeps = NOTHING_KEPT,
     ) -> LearnerRun:
         """Run ``script``: ``dump`` names a shipped dump, ``dump_text`` is one the grader generated;
         ``view`` shows a ``cluster`` script another view of the cluster than the lab's own
         (a :class:`pytest_gpulab.sandbox.clusterview.DoctoredView`); ``api="unavailable"`` or
-        ``"unreachable"`` gives it an API server that fails so."""
+        ``"unreachable"`` gives it an API server that fails so; ``keeps`` (:class:`Keeps`) a state kept
+        across runs, or files in its working directory."""
         __tracebackhide__ = True
         path = script.path if isinstance(script, LearnerFile) else Path(script)
         if not path.is_file():
@@ -202,7 +220,7 @@ class ScriptRunner:
         scratch.mkdir(parents=True, exist_ok=True)
         with self._door(cluster, view, api, run_dir) as door:
             return self._run_in(
-                Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, door, cluster, containerd
+                Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, door, cluster, containerd, keeps
             )
 
     def _door(self, cluster: bool, view: DoctoredView | None, api: str | None, run_dir: Path) -> Any:
@@ -222,16 +240,18 @@ class ScriptRunner:
 
     def _run_in(
         self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
-        cluster: bool, containerd: bool,
+        cluster: bool, containerd: bool, keeps: Keeps,
     ) -> LearnerRun:  # fmt: skip
         """One run through its own door into the view: what it tried to write is its result's ``writes``.
         Run as a uid of its own without a sandbox, it is given reachable copies (:mod:`..sandbox.stage`)."""
-        user = self.sandbox.run_user() if self.sandbox is not None else None
+        user = self._user(keeps)
         staged = None
         if user is not None and self.sandbox is not None and not self.sandbox.namespaces:
             staged = self._stage.run(path, args, fake, user, door)
+            if keeps.state is not None:  # where the run's uid reaches it
+                keeps = replace(keeps, state=self._stage.inside() / f"state-{keeps.state.name}")
         try:
-            result = self._start(path, args, fake, scratch, door, cluster, containerd, user, staged)
+            result = self._start(path, args, fake, scratch, door, cluster, containerd, user, staged, keeps)
         finally:
             if staged is not None:
                 staged.end(fake)
@@ -239,18 +259,30 @@ class ScriptRunner:
             result = replace(result, writes=tuple(door.writes))
         return LearnerRun(result, fake, user)
 
+    def _user(self, keeps: Keeps) -> int | None:
+        """The uid a run is given, in root mode: one of its own, or for a kept state the same as every run of it
+        (as a learner's own runs are one user's)."""
+        if self.sandbox is None:
+            return None
+        if keeps.state is None:
+            return self.sandbox.run_user()
+        with self._shared:
+            return self._state_users.setdefault(keeps.state, self.sandbox.run_user())
+
     def _start(
         self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
-        cluster: bool, containerd: bool, user: int | None, staged: StagedRun | None,
+        cluster: bool, containerd: bool, user: int | None, staged: StagedRun | None, keeps: Keeps,
     ) -> ScriptResult:  # fmt: skip
         if staged is not None:
             path, args, fake, scratch, door = staged.script, staged.args, staged.fake, staged.scratch, staged.door
         prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, door=door)
+        if self.sandbox is None or not self.sandbox.namespaces:  # nothing is bound in: copies, the kept state by name
+            scratch = unbound(keeps, scratch, extra, user)
         if staged is not None and cluster:
             prefix = self._stage.tools(prefix, toolchain.bin_dir())
         env = {**environ_now(), **extra}
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
-        plan = self._plan(path, args, fake, scratch, env, door, user)
+        plan = self._plan(path, args, fake, scratch, env, door, user, keeps)
         return run_script(
             path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
         )
