@@ -101,3 +101,18 @@ def test_said_skips_kubectl_s_log_lines_for_its_error():
         'E1204 10:51:21.230350      10 memcache.go:265] "Unhandled Error"\nError from server (ServiceUnavailable)\n'
     )
     assert said(result("", 1, stderr)) == " (it said: Error from server (ServiceUnavailable))"
+
+
+def test_at_least_these_kinds_lets_a_gate_block_on_a_reason_of_its_own():
+    """The lab asks for at least mcp/, node/ and taint/ reasons: one more, of another kind, is the gate's own."""
+    kinds = ("mcp/", "node/", "taint/")
+    more = result("BLOCKED=mcp/worker\nBLOCKED=allocatable/lab-node-2\n", 1)
+    expect_verdict(more, "bin/preflight.sh", "Run now", {"BLOCKED=mcp/worker"}, prefix="BLOCKED", kinds=kinds)
+    with pytest.raises(StepFailed, match="BLOCKED=allocatable"):  # read as exactly, it would be an invented one
+        expect_verdict(more, "bin/preflight.sh", "Run now", {"BLOCKED=mcp/worker"}, prefix="BLOCKED")
+    wrong_kind = result("BLOCKED=mcp/worker\nBLOCKED=node/lab-node-1\n", 1)
+    with pytest.raises(StepFailed, match="node/lab-node-1"):  # a listed kind must still be exact
+        expect_verdict(wrong_kind, "bin/preflight.sh", "Run now", {"BLOCKED=mcp/worker"}, prefix="BLOCKED", kinds=kinds)
+    with pytest.raises(StepFailed, match="still block"):
+        expect_verdict(result("BLOCKED=allocatable/x\n", 0), "bin/preflight.sh", "Run now", set(), prefix="BLOCKED",
+                       kinds=kinds)  # fmt: skip

@@ -34,7 +34,8 @@ from pytest_gpulab.grading import (
 pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15, needs=5)
 
 SCRIPT = "bin/preflight.sh"
-CHECKER = Checker(SCRIPT, finding="BLOCKED", reads_cluster=True)
+KINDS = ("mcp/", "node/", "taint/")  # the lab asks for at least these; a gate may block on more
+CHECKER = Checker(SCRIPT, finding="BLOCKED", reads_cluster=True, kinds=KINDS)
 SAVED = "out/preflight.txt"
 AT_STEP_7 = {"BLOCKED=mcp/worker", "BLOCKED=taint/lab-node-2/ai4dd-a100-reserved"}
 # A blocker the end state lacks, shown by a view: a custom taint on a Ready, schedulable node.
@@ -132,6 +133,7 @@ def test_gate_at_the_end_state(gate, live, lab):
     expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", set(expected), prefix="BLOCKED",
         hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
+        kinds=KINDS,
     )  # fmt: skip
 
 
@@ -142,6 +144,7 @@ def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown
         gate.run(cluster=True, view=tainted_view).result, SCRIPT,
         f"With {node} also carrying the {taint['effect']} taint {taint['key']}", set(expected), prefix="BLOCKED",
         hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
+        kinds=KINDS,
     )  # fmt: skip
 
 
@@ -154,5 +157,6 @@ def saved_too_late(saved):
 def test_saved_at_step_7(learner):
     expect_saved_verdict(
         learner.file(SAVED), AT_STEP_7, prefix="BLOCKED", why="what the gate finds at step 7 with the taint on",
+        kinds=KINDS,
         hint=lambda saved: system_taint_reported(saved.findings) or saved_too_late(saved),
     )  # fmt: skip

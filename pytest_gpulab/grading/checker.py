@@ -56,6 +56,7 @@ class Checker:
     reads_containerd: bool = False
     file_args: tuple[int, ...] = ()
     waive: Mapping[str, str] = field(default_factory=dict)
+    kinds: tuple[str, ...] = ()  # "at least" these reasons: a finding of another kind is the checker's own
 
     def contract(self) -> str:
         """The contract in one line, as a learner reads it before grading."""
@@ -115,7 +116,7 @@ def expect_answer(checker: Checker, result: ScriptResult, given: str, case: Case
     if checker.finding is not None:
         expect_verdict(
             result, checker.script, given, case.expected, prefix=checker.finding,
-            hint=(lambda _: hint) if hint else None, hint_first=bool(hint),
+            hint=(lambda _: hint) if hint else None, hint_first=bool(hint), kinds=checker.kinds,
         )  # fmt: skip
         return
     right = result.exit_code == 0 if not case.expected else result.exit_code not in (0, None)

@@ -63,16 +63,22 @@ def expect_verdict(
     hint: Callable[[set[str]], str | None] | None = None,
     detail: Any = None,
     hint_first: bool = False,
+    kinds: tuple[str, ...] = (),
 ) -> Verdict:
     """``expected`` findings and exit 1, or (none expected) ``OK`` and exit 0. ``given`` opens the sentence
     ("Run on nvidia-gpu-operator"); ``hint`` sees the findings printed, for a known wrong one. A known shape
     of wrong output (one finding of several) says more than ``hint``, unless ``hint_first`` (it knows why).
+    With ``kinds`` (the lab asks for "at least" these reasons: ``("mcp/", "node/")``), findings of those kinds
+    must be exactly the expected ones, and a finding of another kind is the checker's own addition: it blocks
+    (exit 1, no OK) and is not held against it.
 
     Example:: expect_verdict(run.result, "bin/ds-coverage.sh", "Run on research", set(), prefix="MISSING")
     """
     __tracebackhide__ = True
     verdict = verdict_of(result, prefix)
     wanted, printed = set(expected), set(verdict.findings)
+    others = {line for line in printed if kinds and not line.partition("=")[2].startswith(kinds)}
+    printed -= others
     facts = {
         **(detail or {}),
         "expected": sorted(wanted),
@@ -82,15 +88,19 @@ def expect_verdict(
     }
     expect_read_only(result, script, given)
     did = _what_it_did(result, script, given, verdict, prefix)
-    if wanted:
+    if wanted or others:
         each = ", each once," if len(wanted) > 1 else ""
-        should = f"it should print {listed(sorted(wanted))}{each} and exit 1, without OK"
+        should = (
+            f"it should print {listed(sorted(wanted))}{each} and exit 1, without OK"
+            if wanted
+            else f"with no {listed(kinds)} finding, its own findings ({listed(sorted(others))}) still block: exit 1"
+        )
         right = printed == wanted and not verdict.repeated() and result.exit_code == 1 and not verdict.ok
     else:
         should = "it should print OK and exit 0"
         right = verdict.ok and not printed and result.exit_code == 0
     expect(
-        not (printed and verdict.ok),
+        not (verdict.findings and verdict.ok),
         f"{did}, and OK too: a verdict that contradicts itself. Print OK only when there is no {prefix}= line.",
         detail=facts,
     )
@@ -134,9 +144,11 @@ def expect_saved_verdict(
     why: str,
     hint: Callable[[Verdict], str | None] | None = None,
     detail: Any = None,
+    kinds: tuple[str, ...] = (),
 ) -> Verdict:
     """A checker's output the learner saved at a moment of the lab: exactly the ``expected`` findings and no
     ``OK``, or (none expected) ``OK``. ``why`` says what that moment found; ``hint`` sees what was saved.
+    ``kinds`` as for :func:`expect_verdict`: findings of another kind are the checker's own, and pass.
 
     Example:: expect_saved_verdict(learner.file("out/preflight.txt"), {"BLOCKED=mcp/worker"}, prefix="BLOCKED", why="what the gate finds at step 7")
     """
@@ -144,6 +156,7 @@ def expect_saved_verdict(
     text = file.text()
     saved = Verdict(findings_in(text, prefix), says_ok(text), None)
     wanted, found = set(expected), set(saved.findings)
+    found -= {line for line in found if kinds and not line.partition("=")[2].startswith(kinds)}
     should = f"exactly {listed(sorted(wanted))}, without OK" if wanted else "OK"
     if found and saved.ok:
         held = f"{listed(sorted(found))} and OK too, a verdict that contradicts itself"
