@@ -43,6 +43,7 @@ __all__ = [
     "learner",
     "learner_script",
     "live",
+    "near_miss_cluster",
     "script_runner",
     "step_random",
 ]
@@ -137,6 +138,30 @@ def _connect(kubeconfig: str | None, lab: str) -> LabClusterConnection:
     except ClusterUnreachable as error:
         return LabClusterConnection(kubeconfig, lab, error=str(error))
     return LabClusterConnection(kubeconfig, lab, live=live)
+
+
+@pytest.fixture(scope="session")
+def near_miss_cluster(
+    lab: Lab, lab_cluster: LabClusterConnection, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveCluster]:
+    """A copy of the learner's cluster with the lab's near-miss objects added (``lab.toml`` ``near_misses``), read
+    only: objects the lab never makes, for its checkers to meet. Made once, by the first check that asks; the
+    learner's own cluster is never changed. Its ``source`` is the copy's kubeconfig, for a :class:`DoctoredView`."""
+    from .cluster.copy import copy_with, manifests_in
+    from .grading.live import ClusterUnreachable, LiveCluster
+
+    live = lab_cluster.live_or_fail()
+    if not lab.near_misses:
+        raise GradingError(f"lab {lab.name} declares no near_misses in its lab.toml, so there is no copy to run on.")
+    try:
+        with copy_with(live.source, manifests_in(lab.near_misses), tmp_path_factory.mktemp("copy")) as copy:
+            copied = LiveCluster.from_kubeconfig(str(copy.kubeconfig))
+            try:
+                yield copied
+            finally:
+                copied.close()
+    except (KwokClusterError, ClusterUnreachable) as error:
+        raise GradingError(f"A copy of the lab cluster with the near-miss objects could not be made: {error}") from None
 
 
 @pytest.fixture

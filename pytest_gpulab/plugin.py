@@ -31,6 +31,7 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
     learner,
     learner_script,
     live,
+    near_miss_cluster,
     script_runner,
     settings_key,
     step_random,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.grading import Case, Cases, Checker, StepFailed
+from pytest_gpulab.grading import Case, Cases, Checker, GradingError, StepFailed
 from pytest_gpulab.grading.checker import contract_checks
 from pytest_gpulab.grading.scripts import ScriptRunner
 from pytest_gpulab.sandbox import confine
@@ -45,12 +45,18 @@ def cases_of(tmp_path: Path) -> Iterator:
         dumps.mkdir()
         (dumps / "without.toml").write_text(WITHOUT)
         (dumps / "with.toml").write_text(WITH)
+        (dumps / "near.toml").write_text("[runtimes.nvidia-cdi]\n[runtimes.NVIDIA]\n")
         runner = ScriptRunner(tmp_path / f"work-{len(runners)}", 20.0, lambda: None, lab_root=root, sandbox=SANDBOX)
         runners.append(runner)
         return Cases(
             runner.runs_of(root / "bin/check.sh"),
             Case("Given a dump without nvidia", (str(dumps / "without.toml"),), expected=frozenset({"MISSING=nvidia"})),
             Case("Given a dump with nvidia", (str(dumps / "with.toml"),)),
+            near_misses=Case(
+                "Given a dump with nvidia-cdi and NVIDIA",
+                (str(dumps / "near.toml"),),
+                expected=frozenset({"MISSING=nvidia"}),
+            ),
         )
 
     yield make
@@ -77,6 +83,7 @@ def test_the_generated_checks_are_named_as_the_report_shows_them():
         "contract-uses-its-argument",
         "contract-second-run",
         "contract-relative-path",
+        "contract-near-misses",
     ]
     cluster = Checker("bin/gate.sh", finding="BLOCKED", reads_cluster=True)
     assert [name for name, _ in contract_checks(cluster)][:2] == [
@@ -110,6 +117,20 @@ def test_a_checker_that_cannot_take_a_relative_path_fails_relative_path(cases_of
     said = outcome(checks["contract-relative-path"], cases_of(CDS_FIRST), tmp_path)
     assert said is not None and "relative path given/with.toml" in said, said
     assert outcome(checks["contract-second-run"], cases_of(CDS_FIRST), tmp_path / "second") is None
+
+
+def test_a_checker_that_compares_names_loosely_fails_near_misses(cases_of, tmp_path):
+    loose = RIGHT.replace("grep -q '^\\[runtimes.nvidia\\]'", "grep -qi 'runtimes.nvidia'")
+    assert loose != RIGHT
+    said = outcome(dict(contract_checks(CHECKER))["contract-near-misses"], cases_of(loose), tmp_path)
+    assert said is not None and "nvidia-cdi and NVIDIA" in said, said
+
+
+def test_a_step_that_gives_no_near_miss_case_is_the_grader_s_error(cases_of, tmp_path):
+    cases = cases_of(RIGHT)
+    bare = Cases(cases.runs, cases.findings, cases.other)
+    with pytest.raises(GradingError, match="no near-miss case"):
+        dict(contract_checks(CHECKER))["contract-near-misses"](checker_cases=bare)
 
 
 def test_a_waived_check_says_why_in_the_report():

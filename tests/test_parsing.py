@@ -331,3 +331,15 @@ def pod(*resources: dict[str, Any], init: tuple[dict[str, Any], ...] = ()) -> di
 )
 def test_an_amount_is_the_effective_request_in_any_spelling(obj, resource, amount):
     assert effective_request(obj, resource) == amount
+
+
+def test_an_object_without_a_namespace_is_judged_as_applied_to_the_namespace_asked(tmp_path):
+    """`kubectl apply -n gpu-rt -f pod.yaml` of a file without a namespace makes the object in gpu-rt: the file is
+    judged only for what it alone holds; a namespace it does write stays as written."""
+    learner = LearnerWork(tmp_path)
+    (tmp_path / "pod.yaml").write_text("kind: Pod\nmetadata:\n  name: probe\n---\nkind: Pod\nmetadata:\n  name: other\n"
+                                       "  namespace: default\n")  # fmt: skip
+    pod = learner.file("pod.yaml").object("Pod", "probe", applied_to="gpu-rt")
+    assert pod["metadata"] == {"name": "probe", "namespace": "gpu-rt"}
+    assert learner.file("pod.yaml").object("Pod", "probe")["metadata"] == {"name": "probe"}
+    assert learner.file("pod.yaml").object("Pod", "other", applied_to="gpu-rt")["metadata"]["namespace"] == "default"

@@ -2,11 +2,25 @@
 
 import pytest
 
-from pytest_gpulab.grading import count_of, expect_answers, number, word, yes_no
+from pytest_gpulab.grading import (
+    count_of,
+    daemonset_owner,
+    dig,
+    expect,
+    expect_answers,
+    listed,
+    name_of,
+    number,
+    word,
+    yes_no,
+)
 
 pytestmark = pytest.mark.step(2, "The reservation taint and the gap the status hides", points=10)
 
 REPORT = "out/ds-gap.txt"
+OPERATOR = "nvidia-gpu-operator"
+AGENTS = ("gpu-feature-discovery", "nvidia-device-plugin-daemonset")
+TAINTED = "lab-node-2"
 AS_THE_STATUS_SAID = "as the DaemonSet's status read once the restart settled"
 EXPECTED_HINT = (
     "The controller stops counting a node whose taint its Pods do not tolerate: DESIRED drops with it. "
@@ -34,4 +48,27 @@ def test_labels_against_pods(learner, lab):
             "LABELED_NODES": count_of(lab.environment.node_names, why="every node carries the label"),
             "MISSING_NODE": word("lab-node-2", why="the tainted node lost its Pod"),
         },
+    )
+
+
+def never_restarted(pods, daemonset):
+    """Whether the DaemonSet's Pod on the tainted node is as old as one on another node: it was never deleted.
+    (Deleted, it came back only once the taint went, after the others; a rollout restart also renews the others
+    first.) No Pod there: the gap is still open, which step 8 judges."""
+    own = [pod for pod in pods if daemonset_owner(pod) == daemonset]
+    there = [str(dig(p, "metadata", "creationTimestamp")) for p in own if dig(p, "spec", "nodeName") == TAINTED]
+    elsewhere = [str(dig(p, "metadata", "creationTimestamp")) for p in own if dig(p, "spec", "nodeName") != TAINTED]
+    return bool(there and elsewhere) and min(there) <= max(elsewhere)
+
+
+def test_both_agents_were_restarted_on_the_tainted_node(live):
+    pods = live.list("Pod", OPERATOR)
+    missing = [name for name in AGENTS if not any(daemonset_owner(pod) == name for pod in pods)]
+    expect(not missing, f"The DaemonSet {listed(missing)} has no Pod in {OPERATOR}; step 1 deploys both agents.")
+    kept = [name for name in AGENTS if never_restarted(pods, name)]
+    expect(
+        not kept,
+        f"The {listed(kept)} Pod on {TAINTED} is as old as its Pods on the other nodes: it was never deleted, so the "
+        f"gap was opened for one agent only. Delete the Pods of both DaemonSets on {TAINTED} while it is tainted.",
+        detail={name_of(p): dig(p, "metadata", "creationTimestamp") for p in pods},
     )

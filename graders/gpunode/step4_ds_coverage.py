@@ -37,6 +37,7 @@ SCRIPT = "bin/ds-coverage.sh"
 CHECKER = Checker(SCRIPT, args=("NAMESPACE",), finding="MISSING", reads_cluster=True)
 SAVED = "out/coverage.txt"
 OPERATOR = "nvidia-gpu-operator"
+TAINTED = "lab-node-2"
 AT_THE_GAP = {"MISSING=gpu-feature-discovery/lab-node-2", "MISSING=nvidia-device-plugin-daemonset/lab-node-2"}
 STATUS_HINT = (
     "The DaemonSet's status stops counting a node it does not schedule on, so it agrees with itself: "
@@ -78,6 +79,18 @@ def view(lab_cluster, hidden, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def near_view(near_miss_cluster, tmp_path_factory):
+    """The copy with the lab's near misses (a node whose agent labels are "false", a look-alike Pod on lab-node-2),
+    the DaemonSets' own Pods on lab-node-2 hidden, as the taint left them."""
+    gone = {
+        (OPERATOR, name_of(pod)) for pod in near_miss_cluster.list("Pod", OPERATOR)
+        if daemonset_owner(pod) and dig(pod, "spec", "nodeName") == TAINTED
+    }  # fmt: skip
+    with DoctoredView(near_miss_cluster.source, gone, tmp_path_factory.mktemp("near")) as doctored:
+        yield doctored, gone
+
+
+@pytest.fixture(scope="module")
 def coverage(script_runner, learner, quiet_namespace, view):
     """The script's runs, side by side: the operator's namespace and one without DaemonSets, on the
     cluster and on the view that hides a Pod of each DaemonSet, and on an API server that fails."""
@@ -89,7 +102,7 @@ def coverage(script_runner, learner, quiet_namespace, view):
 
 
 @pytest.fixture(scope="module")
-def checker_cases(coverage, lab_cluster, hidden, view, quiet_namespace):
+def checker_cases(coverage, lab_cluster, hidden, view, quiet_namespace, near_view, near_miss_cluster):
     """On the view that hides a Pod of each DaemonSet: the operator's namespace, and one without DaemonSets."""
     live = lab_cluster.live_or_fail()
     return Cases(
@@ -98,6 +111,10 @@ def checker_cases(coverage, lab_cluster, hidden, view, quiet_namespace):
              frozenset(missing(coverage_gaps(live, OPERATOR, hidden)))),
         Case(f"With a Pod of each DaemonSet in {OPERATOR} gone, run on {quiet_namespace}", (quiet_namespace,),
              {"view": view}),
+        near_misses=Case(
+            f"With the agents' Pods on {TAINTED} gone, a Pod gpu-feature-discovery-debug there that no DaemonSet owns, "
+            f'and a node lab-node-3 whose agent labels are "false", run on {OPERATOR}', (OPERATOR,),
+            {"view": near_view[0]}, frozenset(missing(coverage_gaps(near_miss_cluster, OPERATOR, near_view[1])))),
     )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from pytest_gpulab.grading import (
     Case,
     Cases,
     Checker,
+    DoctoredView,
     Run,
     blocked_unless,
     condition,
@@ -78,15 +79,30 @@ def stale(script_runner, learner, thresholds):
 
 
 @pytest.fixture(scope="module")
-def checker_cases(stale, pools, thresholds):
-    """A threshold below the pool's age (STALE=worker) and one above it (OK)."""
+def near_view(near_miss_cluster, tmp_path_factory):
+    """The copy with the lab's near misses: a pool gpu Updating, its conditions in another order, and a pool infra
+    that is not updating."""
+    with DoctoredView(near_miss_cluster.source, (), tmp_path_factory.mktemp("near")) as view:
+        yield view
+
+
+@pytest.fixture(scope="module")
+def checker_cases(stale, pools, thresholds, near_view, near_miss_cluster):
+    """A threshold below the pool's age (STALE=worker) and one above it (OK); the near misses with the first."""
     age = age_minutes(pools["worker"])
 
     def case(name):
         given = f"With the threshold {thresholds[name]} minutes (the pool worker has been Updating for {age} minutes)"
         return Case(given, (str(thresholds[name]),), expected=frozenset(stale_at(pools, thresholds[name])))
 
-    return Cases(stale, case("below"), case("above"))
+    below = thresholds["below"]
+    near = {name_of(pool): updating_since(pool) for pool in near_miss_cluster.list("MachineConfigPool")}
+    given = (
+        f"With the threshold {below} minutes, and besides worker a pool gpu Updating since 2024-10-29 whose "
+        "conditions come Updating first, and a pool infra that is not updating"
+    )
+    nearby = Case(given, (str(below),), {"view": near_view}, frozenset(stale_at(near, below)))
+    return Cases(stale, case("below"), case("above"), near_misses=nearby)
 
 
 def run_with(stale, pools, minutes, detail, *args):

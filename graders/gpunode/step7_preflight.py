@@ -25,7 +25,6 @@ from pytest_gpulab.grading import (
     is_cordoned,
     is_custom,
     is_ready,
-    lab_nodes,
     listed,
     name_of,
     taints,
@@ -46,14 +45,14 @@ SYSTEM_TAINT_HINT = (
 )
 
 
-def blockers(live, lab, shown=None):
-    """What the gate must refuse on, as the lab's pools and nodes are now (with ``shown``, a node's extra
+def blockers(live, shown=None):
+    """What the gate must refuse on, as the cluster's pools and nodes are now (with ``shown``, a node's extra
     taints), each with why, for the hint."""
     found = {
         f"BLOCKED=mcp/{name_of(p)}": f"the pool {name_of(p)} is Updating"
         for p in live.list("MachineConfigPool") if condition(p, "Updating").get("status") == "True"
     }  # fmt: skip
-    for node in lab_nodes(live, lab.environment.node_names):
+    for node in live.list("Node"):  # every node: a gate guards the whole cluster
         name = name_of(node)
         if not is_ready(node) or is_cordoned(node):
             found[f"BLOCKED=node/{name}"] = f"{name} is {'cordoned' if is_cordoned(node) else 'not Ready'}"
@@ -100,15 +99,27 @@ def gate(script_runner, learner, tainted_view):
 
 
 @pytest.fixture(scope="module")
-def checker_cases(gate, lab_cluster, lab, shown, tainted_view):
+def near_view(near_miss_cluster, tmp_path_factory):
+    """The copy with the lab's near misses: lab-node-4 not Ready, lab-node-5 with a PreferNoSchedule taint, a pool
+    gpu Updating and a pool infra that is not."""
+    with DoctoredView(near_miss_cluster.source, (), tmp_path_factory.mktemp("near")) as view:
+        yield view
+
+
+@pytest.fixture(scope="module")
+def checker_cases(gate, lab_cluster, shown, tainted_view, near_view, near_miss_cluster):
     """The cluster as it is, and the view with a custom taint more: their blockers differ."""
     live = lab_cluster.live_or_fail()
     ((node, (taint,)),) = shown.items()
     return Cases(
         gate,
-        Case("Run on the cluster as it is now", expected=frozenset(blockers(live, lab))),
+        Case("Run on the cluster as it is now", expected=frozenset(blockers(live))),
         Case(f"With {node} also carrying the {taint['effect']} taint {taint['key']}", options={"view": tainted_view},
-             expected=frozenset(blockers(live, lab, shown))),
+             expected=frozenset(blockers(live, shown))),
+        near_misses=Case(
+            "With a node lab-node-4 that is not Ready, a node lab-node-5 whose custom taint is PreferNoSchedule, a pool "
+            "gpu Updating (its conditions Updating first) and a pool infra that is not updating",
+            options={"view": near_view}, expected=frozenset(blockers(near_miss_cluster))),
     )  # fmt: skip
 
 
@@ -127,8 +138,8 @@ def pools_as_step_5_makes_them(live):
     )
 
 
-def test_gate_at_the_end_state(gate, live, lab):
-    expected = blockers(live, lab)
+def test_gate_at_the_end_state(gate, live):
+    expected = blockers(live)
     run = gate.run(cluster=True)
     expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", set(expected), prefix="BLOCKED",
@@ -137,8 +148,8 @@ def test_gate_at_the_end_state(gate, live, lab):
     )  # fmt: skip
 
 
-def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown, tainted_view):
-    expected = blockers(live, lab, shown)
+def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, shown, tainted_view):
+    expected = blockers(live, shown)
     ((node, (taint,)),) = shown.items()
     expect_verdict(
         gate.run(cluster=True, view=tainted_view).result, SCRIPT,

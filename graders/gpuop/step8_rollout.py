@@ -86,7 +86,7 @@ def daemonset(settled):
 
 
 def test_daemonset_spec(learner, live, settled):
-    written = learner.file(FILE).object("DaemonSet", "nvidia-container-toolkit")
+    written = learner.file(FILE).object("DaemonSet", "nvidia-container-toolkit", applied_to="gpu-operator")
     expect_value(dig(written, "metadata", "namespace"), "gpu-operator", f"{FILE}: the DaemonSet's namespace")
     expect_rolling_update_by_one(written, FILE)
     image, _ = image_and_memory(written)

@@ -16,7 +16,9 @@ one whose answer differs (:class:`Cases`). The plugin then adds to the step, as 
 - ``contract-second-run``: run first on the other state, then on the one with findings, in one kept
   $TMPDIR, /tmp and $HOME, its second answer follows the change (no answer kept from the first run);
 - ``contract-relative-path`` (``file_args``): the same answer for a file named relative to a working
-  directory that is not its own.
+  directory that is not its own;
+- ``contract-near-misses`` (``reads_cluster`` or ``file_args``): the right answer on a state holding what the
+  lab never makes but its rule must tell apart (``Cases.near_misses``).
 
 An author leaves one out only by naming it with a reason (``waive={"second-run": "why"}``), which the
 report shows. :meth:`Checker.contract` is the one-line contract ``gpulab labs LAB`` shows. Usable
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sandbox.script_result import ScriptResult, said
-from .feedback import StepFailed, expect, listed
+from .feedback import GradingError, StepFailed, expect, listed
 from .keeps import Keeps
 from .runs import ScriptRuns
 from .verdicts import FAILING_API, expect_fails_closed, expect_read_only, expect_uses_its_argument, expect_verdict
@@ -99,11 +101,14 @@ class Case:
 
 @dataclass(frozen=True)
 class Cases:
-    """The step's two states: ``findings``, one with findings, and ``other``, one whose answer differs."""
+    """The step's two states: ``findings``, one with findings, and ``other``, one whose answer differs; and
+    ``near_misses``, a state holding what the lab never makes but its rule must tell apart (the copy of the
+    cluster with the lab's ``near_misses`` objects, ``near_miss_cluster``, or a generated input)."""
 
     runs: ScriptRuns
     findings: Case
     other: Case
+    near_misses: Case | None = None
 
 
 Check = Callable[..., None]
@@ -258,6 +263,20 @@ def relative_path(checker: Checker) -> Check:
     return check
 
 
+def near_misses(checker: Checker) -> Check:
+    def check(checker_cases: Cases) -> None:
+        __tracebackhide__ = True
+        case = checker_cases.near_misses
+        if case is None:
+            raise GradingError(
+                f"The step declares {checker.script}'s contract but gives no near-miss case (Cases(near_misses=...)): "
+                "a checker tried only on the lab's own objects is not tried on what its rule must tell apart."
+            )
+        _verdict(checker, checker_cases, case, case.given)
+
+    return check
+
+
 def waived(reason: str) -> Check:
     def check(feedback: Any) -> None:
         feedback.note(f"Not checked for this step: {reason}")
@@ -279,5 +298,7 @@ def contract_checks(checker: Checker) -> Iterator[tuple[str, Check]]:
     made["second-run"] = second_run(checker)
     if checker.file_args:
         made["relative-path"] = relative_path(checker)
+    if checker.reads_cluster or checker.file_args:
+        made["near-misses"] = near_misses(checker)
     for name, check in made.items():
         yield CONTRACT + name, waived(checker.waive[name]) if name in checker.waive else check

@@ -79,8 +79,13 @@ class LearnerFile:
         __tracebackhide__ = True
         return parsing.load_yaml_documents(self.readable, self.relative)
 
-    def object(self, kind: str, name: str) -> dict[str, Any]:
-        """The object of ``kind`` named ``name`` in the file; a failure saying so when it is not there."""
+    def object(self, kind: str, name: str, *, applied_to: str | None = None) -> dict[str, Any]:
+        """The object of ``kind`` named ``name`` in the file; a failure saying so when it is not there. With
+        ``applied_to``, the object as the file makes it when applied to that namespace (``kubectl apply -n NS``):
+        a file that leaves its namespace out takes that one, so the file is judged only for what it alone holds.
+
+        Example:: learner.file("k8s/pod.yaml").object("Pod", "probe", applied_to="gpu-rt")
+        """
         __tracebackhide__ = True
         objects = self.objects()
         found = parsing.find_object(objects, kind, name)
@@ -88,6 +93,9 @@ class LearnerFile:
             fail(f"{self}: no {kind} named {name}.")
         if sum(parsing.find_object([obj], kind, name) is not None for obj in objects) > 1:
             fail(f"{self} defines the {kind} {name} more than once; applied, the last one wins. Keep one.")
+        metadata = found.get("metadata")
+        if applied_to and isinstance(metadata, dict) and not metadata.get("namespace"):
+            found = {**found, "metadata": {**metadata, "namespace": applied_to}}
         return found
 
     def key_values(self, *required: str) -> dict[str, str]:

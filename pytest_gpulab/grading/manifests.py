@@ -67,7 +67,7 @@ def written_and_applied(file: LearnerFile, live: LiveCluster, kind: str, name: s
     """
     __tracebackhide__ = True
     namespace, bare = split_name(name)
-    written = file.object(kind, bare)
+    written = file.object(kind, bare, applied_to=namespace)  # a file without a namespace takes the one applied to
     _checked(check, written, f"{file}: ")
     applied = live.get(kind, bare, namespace)
     if applied is None:

@@ -112,6 +112,7 @@ class Lab:
     folder: Path
     environment: Environment = Environment()
     check_timeout: float = DEFAULT_CHECK_TIMEOUT  # seconds a check may take; a step marker's timeout= wins
+    near_misses: tuple[Path, ...] = ()  # manifests of objects the lab never makes, added to a copy for checkers
 
     @property
     def lab_file(self) -> Path:
@@ -217,17 +218,15 @@ def _nodes(data: Any, where: str, source: Path) -> list[NodeSpec]:
     return [NodeSpec(node_name, **shape) for node_name in ([name] if name else names)]
 
 
-def _objects(patterns: list[Any], folder: Path, source: Path) -> tuple[Path, ...]:
+def _objects(patterns: list[Any], folder: Path, source: Path, key: str = "environment.objects") -> tuple[Path, ...]:
     """Manifest files named by globs relative to the lab folder, in the order written."""
     found: list[Path] = []
     for pattern in patterns:
         if not isinstance(pattern, str) or pattern.startswith("/") or ".." in Path(pattern).parts:
-            raise LabFileError(
-                f"{source}: environment.objects entry {pattern!r} should be a path inside the lab folder."
-            )
+            raise LabFileError(f"{source}: {key} entry {pattern!r} should be a path inside the lab folder.")
         matches = sorted(path for path in folder.glob(pattern) if path.is_file())
         if not matches:
-            raise LabFileError(f"{source}: environment.objects entry {pattern!r} matches no file in {folder}.")
+            raise LabFileError(f"{source}: {key} entry {pattern!r} matches no file in {folder}.")
         found += [path for path in matches if path not in found]
     return tuple(found)
 
@@ -280,6 +279,7 @@ def load_lab(folder: Path) -> Lab:
         folder=folder,
         environment=_environment(take("environment", dict, {}), folder, source),
         check_timeout=_positive(take("check_timeout", (int, float), DEFAULT_CHECK_TIMEOUT), "check_timeout", source),
+        near_misses=_objects(take("near_misses", list, []), folder, source, "near_misses"),
     )
     table.done()
     return lab
