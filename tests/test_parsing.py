@@ -242,7 +242,7 @@ def test_yaml_in_a_string_is_read_with_a_files_bounds():
         "version": "v1",
         "sharing": {"timeSlicing": {}},
     }
-    with pytest.raises(StepFailed, match=r"^data.any is not valid YAML inside: "):
+    with pytest.raises(StepFailed, match=r"^data.any is not valid YAML inside "):
         yaml_in("sharing: [\n", "data.any")
     laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{n}: &{n} [{', '.join(['*' + p] * 10)}]\n" for p, n in zip("abcdef", "bcdefg", strict=True)
@@ -343,3 +343,22 @@ def test_an_object_without_a_namespace_is_judged_as_applied_to_the_namespace_ask
     assert pod["metadata"] == {"name": "probe", "namespace": "gpu-rt"}
     assert learner.file("pod.yaml").object("Pod", "probe")["metadata"] == {"name": "probe"}
     assert learner.file("pod.yaml").object("Pod", "other", applied_to="gpu-rt")["metadata"]["namespace"] == "default"
+
+
+def test_a_table_is_shown_with_its_values_in_the_learner_s_syntax_not_python_s():
+    from pytest_gpulab.grading.feedback import shown
+
+    written = shown({"requests": {"cpu": "300m", "memory": "64G"}, "limits": {"nvidia.com/gpu": 1}})
+    assert written == '{requests: {cpu: "300m", memory: "64G"}, limits: {nvidia.com/gpu: 1}}'
+    assert "a table" not in written and "'" not in written
+    assert shown({f"k{n}": "x" * 20 for n in range(40)}).endswith("…}")
+
+
+def test_broken_yaml_is_told_by_line_and_in_words_not_in_the_parser_s(tmp_path):
+    (tmp_path / "pod.yaml").write_text("kind: Pod\nmetadata:\n  name: x\n  labels\n  app: y\n")
+    with pytest.raises(StepFailed) as failed:
+        load_yaml_documents(tmp_path / "pod.yaml", "k8s/pod.yaml")
+    assert failed.value.message.startswith(
+        "k8s/pod.yaml is not valid YAML at line 5, column 3: a key without its colon"
+    )
+    assert "<unicode string>" not in failed.value.message and "scanning" not in failed.value.message

@@ -98,9 +98,10 @@ class Words(str):
 
 
 def shown(value: Any) -> str:
-    """A value as the learner wrote it: true/false, "text" in quotes, nothing for a missing one.
+    """A value as the learner wrote it: true/false, "text" in quotes, nothing for a missing one, a table with its
+    keys and values ({cpu: "300m"}), never Python's rendering of it.
 
-    Example:: shown(None)  # "nothing"; shown("2") is '"2"'
+    Example:: shown(None)  # "nothing"; shown("2") is '"2"'; shown({"cpu": "300m"}) is '{cpu: "300m"}'
     """
     if isinstance(value, Words):
         return str(value)
@@ -113,8 +114,12 @@ def shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(shown(item) for item in value) + "]"
     if isinstance(value, dict):
-        return "a table (" + ", ".join(str(key) for key in value) + ")"
+        written = "{" + ", ".join(f"{key}: {shown(item)}" for key, item in value.items()) + "}"
+        return written if len(written) <= SHOWN_LENGTH else written[: SHOWN_LENGTH - 2] + "…}"
     return str(value)
+
+
+SHOWN_LENGTH = 240  # characters of a table shown whole; a longer one is cut
 
 
 def same(found: Any, expected: Any) -> bool:

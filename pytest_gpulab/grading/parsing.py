@@ -58,6 +58,29 @@ def load_toml(path: Path, display: str | None = None) -> dict[str, Any]:
         fail(f"{display} is nested too deeply to be a containerd configuration.")
 
 
+YAML_HINT = "Look at the indentation, and at the colon and the space after each key, on that line and the one before."
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """Where the YAML broke and what the parser missed, as a learner reads a line number: 'at line 4, column 3:
+    could not find expected ':' (in a key that starts at line 3)'; the parser's own wording, without its stream names."""
+    mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None)
+    if mark is None or not problem:
+        return ": " + " ".join(str(error).replace('in "<unicode string>",', "").split())
+    said = next((plain for start, plain in YAML_PROBLEMS.items() if problem.startswith(start)), problem)
+    started = getattr(error, "context_mark", None)
+    opened = f" (in the block that starts at line {started.line + 1})" if started is not None else ""
+    return f"at line {mark.line + 1}, column {mark.column + 1}: {said}{opened}"
+
+
+YAML_PROBLEMS = {  # the parser's words for the common slips, as a learner reads them
+    "could not find expected ':'": "a key without its colon, or a colon without a space after it",
+    "expected <block end>": "a line indented differently from the keys beside it",
+    "mapping values are not allowed here": "a colon where a value was expected (quote a value holding ': ')",
+    "found character '\\t'": "a tab (YAML indents with spaces only)",
+}
+
+
 def load_yaml_documents(path: Path, display: str | None = None) -> list[dict[str, Any]]:
     """Every object in the file: all ``---`` documents, ``kind: List`` items expanded."""
     __tracebackhide__ = True
@@ -69,7 +92,7 @@ def load_yaml_documents(path: Path, display: str | None = None) -> list[dict[str
         values = sum(_expanded_size(node, {}) for node in yaml.compose_all(text, Loader=yaml.SafeLoader))
         documents = list(yaml.safe_load_all(text)) if values <= MAX_YAML_VALUES else []
     except yaml.YAMLError as error:
-        fail(f"{display} is not valid YAML: {' '.join(str(error).split())}")
+        fail(f"{display} is not valid YAML {yaml_problem(error)}.", hint=YAML_HINT)
     except RecursionError:
         fail(f"{display} is nested too deeply to be a Kubernetes manifest.")
     if values > MAX_YAML_VALUES:
@@ -101,7 +124,7 @@ def yaml_in(value: str, where: str) -> Any:
         size = _expanded_size(yaml.compose(value, Loader=yaml.SafeLoader), {})
         document = yaml.safe_load(value) if size <= MAX_YAML_VALUES else None
     except yaml.YAMLError as error:
-        fail(f"{where} is not valid YAML inside: {' '.join(str(error).split())}")
+        fail(f"{where} is not valid YAML inside {yaml_problem(error)}.", hint=YAML_HINT)
     except RecursionError:
         fail(f"{where} is nested too deeply.")
     if size > MAX_YAML_VALUES:

@@ -196,6 +196,15 @@ Example:: Run("nvidia-gpu-operator", cluster=True, api="unavailable")  # one of 
 """
 
 
+FAIL_CLOSED_ADVICE = {
+    "unavailable": "When kubectl fails, say so on stderr and exit non-zero: test its exit status (in a pipe or a "
+    "$(...) it is lost unless you keep it), and do not take an empty answer for a healthy one.",
+    "without-containerd": "When `containerd config dump` cannot run or fails, say so on stderr and exit non-zero: "
+    "an empty dump is no proof that the runtime is loaded.",
+}
+FAIL_CLOSED_ADVICE["unreachable"] = FAIL_CLOSED_ADVICE["unavailable"]
+
+
 def expect_fails_closed(result: ScriptResult, script: str, fault: str, *, prefix: str, given: str = "") -> None:
     """A checker that cannot read what it checks must not report success: no ``OK``, and a non-zero exit.
     ``fault`` names how the API server failed (a key of ``FAILING_API``), or ``given`` opens the sentence.
@@ -209,8 +218,7 @@ def expect_fails_closed(result: ScriptResult, script: str, fault: str, *, prefix
     expect(
         not success,
         f"{given or FAILING_API[fault]}, {script} {result.describe()}{said(result)} and {printed}: it reports success "
-        "on what it could not read. When a command it reads from fails, say so on stderr and exit non-zero "
-        "(check each command's exit status, and do not take an empty answer for a healthy one).",
+        f"on what it could not read. {FAIL_CLOSED_ADVICE.get(fault, FAIL_CLOSED_ADVICE['unavailable'])}",
         detail={"fault": fault, "stdout": result.stdout, "stderr": result.stderr, "exit": result.exit_code},
     )
 
