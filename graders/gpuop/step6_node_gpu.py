@@ -2,13 +2,23 @@
 
 import pytest
 
-from pytest_gpulab.grading import blocked_unless, dig, expect, expect_advertises, listed, shown
+from pytest_gpulab.grading import (
+    advertised,
+    blocked_unless,
+    dig,
+    expect,
+    expect_advertises,
+    listed,
+    quantity_bytes,
+    shown,
+)
 
 pytestmark = pytest.mark.step(6, "GPU advertised through the node status", points=10, needs=5)
 
 GPU_NODE = "lab-node-0"  # the lab patches this node's status (step 6)
 SLICED_NODE = "lab-node-1"  # and this one's in step 7, which may come before the table is written
 TABLE = "out/node-gpu.txt"
+GPU = "nvidia.com/gpu"
 POD_WAIT_SECONDS = 20
 
 
@@ -29,17 +39,19 @@ def test_cuda_probe_runs_on_the_gpu_node(live):
     )
 
 
-def allowed_amounts(lab):
-    """Each node's amount at step 6; the time-sliced node may already show step 7's 20."""
-    return {
-        name: {4} if name == GPU_NODE else {0, 20} if name == SLICED_NODE else {0}
-        for name in lab.environment.node_names
-    }
+def allowed_amounts(live, lab):
+    """Each node's amount as the cluster advertises it (a wrong one is the cluster's check's to name, not the
+    table's), and as it was at step 6: the time-sliced node shows step 7's 20 now, and none at step 6."""
+    allowed = {}
+    for name in lab.environment.node_names:
+        amount = quantity_bytes(advertised(live.get("Node", name), GPU)[1])
+        allowed[name] = {int(amount) if amount is not None else 0} | ({0, 20} if name == SLICED_NODE else set())
+    return allowed
 
 
-def test_node_gpu_table(learner, lab):
+def test_node_gpu_table(learner, live, lab):
     table = learner.file(TABLE).amount_table()
-    expected = allowed_amounts(lab)
+    expected = allowed_amounts(live, lab)
     missing = [name for name in expected if name not in table]
     expect(
         not missing,
@@ -47,7 +59,8 @@ def test_node_gpu_table(learner, lab):
         detail=table,
     )
     wrong = [
-        f"{name} should read {' or '.join(str(a) if a else 'none' for a in sorted(allowed, reverse=True))}, found {shown(bad[0])}"
+        f"{name} should read {' or '.join(str(a) if a else 'none' for a in sorted(allowed, reverse=True))}, as the "
+        f"cluster advertises it, found {shown(bad[0])}"
         for name, allowed in expected.items()
         if (bad := [amount for amount in table[name] if amount not in allowed])
     ]
