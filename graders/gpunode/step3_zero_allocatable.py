@@ -4,8 +4,9 @@ import pytest
 
 from pytest_gpulab.grading import (
     HOSTNAME_LABEL,
+    Answer,
     Words,
-    containing,
+    condition,
     dig,
     effective_request,
     expect,
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.step(3, "Zero allocatable GPUs block the reserved job",
 POD = "k8s/a100-job.yaml"
 REPORT = "out/alloc.txt"
 NODE = "lab-node-2"
+GPUS = "Insufficient nvidia.com/gpu"
 RESERVATION = {"key": "ai4dd-a100-reserved", "value": "true", "effect": "NoSchedule"}
 
 
@@ -91,14 +93,39 @@ def test_allocation_report(learner, live):
         {
             "CAPACITY": number(4, why="capacity stayed 4"),
             "ALLOCATABLE": number(0, why="the patch set allocatable to 0", hints={4: allocatable_hint(live)}),
-            "REASON": containing(
-                "Insufficient nvidia.com/gpu",
-                'the scheduler\'s message, naming "Insufficient nvidia.com/gpu"',
-                hint=lambda reason: (
-                    "The job must tolerate the reservation taint; then only the GPUs stop it."
-                    if "taint" in reason.lower()
-                    else None
-                ),
-            ),
+            "REASON": scheduler_s_message(live),
         },
     )
+
+
+def plain(text):
+    return " ".join(str(text).split()).rstrip(".").lower()
+
+
+def scheduler_said(live):
+    """What the scheduler said of a100-job: its PodScheduled condition's message and its FailedScheduling events'."""
+    pod = live.get("Pod", "research/a100-job")
+    said = [condition(pod, "PodScheduled").get("message")] if pod else []
+    events = live.list("Event", "research", fields="involvedObject.name=a100-job")
+    said += [event.get("message") for event in events if event.get("reason") == "FailedScheduling"]
+    return [message for message in said if isinstance(message, str) and message.strip()]
+
+
+def scheduler_s_message(live):
+    """The scheduler's own message, or a part of it, naming the GPUs: not one written from memory. Where the
+    cluster keeps none (its events gone), a message naming Insufficient nvidia.com/gpu is taken."""
+    said = scheduler_said(live)
+
+    def accepts(written):
+        return GPUS.lower() in plain(written) and (not said or any(plain(written) in plain(m) for m in said))
+
+    def hint(written):
+        if "taint" in written.lower():
+            return "The job must tolerate the reservation taint; then only the GPUs stop it."
+        if GPUS.lower() in written.lower() and said:
+            return (
+                f'Copy the scheduler\'s own words for a100-job (kubectl describe pod a100-job -n research): "{said[0]}"'
+            )
+        return None
+
+    return Answer(Words(f'the scheduler\'s message for a100-job, naming "{GPUS}"'), accepts, None, hint)
