@@ -94,6 +94,7 @@ class Case:
     args: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
     expected: frozenset[str] = frozenset()
+    hint: Callable[[set[str]], str | None] | None = None  # sees the findings printed; says the cause it diagnoses
 
     def run_options(self, checker: Checker, **changes: Any) -> dict[str, Any]:
         return {**({"cluster": True} if checker.reads_cluster else {}), **self.options, **changes}
@@ -121,7 +122,7 @@ def expect_answer(checker: Checker, result: ScriptResult, given: str, case: Case
     if checker.finding is not None:
         expect_verdict(
             result, checker.script, given, case.expected, prefix=checker.finding,
-            hint=(lambda _: hint) if hint else None, hint_first=bool(hint), kinds=checker.kinds,
+            hint=(lambda _: hint) if hint else case.hint, hint_first=bool(hint or case.hint), kinds=checker.kinds,
         )  # fmt: skip
         return
     right = result.exit_code == 0 if not case.expected else result.exit_code not in (0, None)
