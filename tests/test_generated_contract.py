@@ -5,6 +5,7 @@ its input from the lab root's folder, and their right twins. Runs go through the
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,11 +65,19 @@ def cases_of(tmp_path: Path) -> Iterator:
         runner.close()
 
 
+class Notes:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
 def outcome(check, cases: Cases, tmp_path: Path) -> str | None:
     """None when the generated check passes, else its sentence."""
-    names = check.__code__.co_varnames[: check.__code__.co_argcount]
+    names = inspect.signature(check).parameters
     tmp_path.mkdir(parents=True, exist_ok=True)
-    given = {"checker_cases": cases, "tmp_path": tmp_path}
+    given = {"checker_cases": cases, "tmp_path": tmp_path, "feedback": Notes()}
     try:
         check(**{name: given[name] for name in names})
     except StepFailed as failure:
@@ -107,6 +116,14 @@ def test_a_checker_that_keeps_its_answer_between_runs_fails_the_second_run(cases
     assert outcome(checks["contract-relative-path"], cases_of(CACHES), tmp_path / "relative") is None
 
 
+def test_a_failed_contract_check_notes_the_contract_for_the_summary(cases_of, tmp_path):
+    notes = Notes()
+    check = dict(contract_checks(CHECKER))["contract-only-reads"]
+    with pytest.raises(StepFailed):
+        check(checker_cases=cases_of(MARKS), tmp_path=tmp_path, feedback=notes)
+    assert notes.notes == [f"bin/check.sh is held to this contract: {CHECKER.contract()}"]
+
+
 def test_a_checker_that_writes_into_its_input_fails_only_reads(cases_of, tmp_path):
     said = outcome(dict(contract_checks(CHECKER))["contract-only-reads"], cases_of(MARKS), tmp_path)
     assert said is not None and "wrote into the file it was given" in said, said
@@ -130,7 +147,7 @@ def test_a_step_that_gives_no_near_miss_case_is_the_grader_s_error(cases_of, tmp
     cases = cases_of(RIGHT)
     bare = Cases(cases.runs, cases.findings, cases.other)
     with pytest.raises(GradingError, match="no near-miss case"):
-        dict(contract_checks(CHECKER))["contract-near-misses"](checker_cases=bare)
+        dict(contract_checks(CHECKER))["contract-near-misses"](checker_cases=bare, feedback=Notes())
 
 
 def test_a_waived_check_says_why_in_the_report():

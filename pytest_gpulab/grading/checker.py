@@ -28,6 +28,7 @@ without pytest: :func:`contract_checks` returns the checks as plain functions.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -302,4 +303,26 @@ def contract_checks(checker: Checker) -> Iterator[tuple[str, Check]]:
     if checker.reads_cluster or checker.file_args:
         made["near-misses"] = near_misses(checker)
     for name, check in made.items():
-        yield CONTRACT + name, waived(checker.waive[name]) if name in checker.waive else check
+        yield CONTRACT + name, waived(checker.waive[name]) if name in checker.waive else _noting(checker, check)
+
+
+def _noting(checker: Checker, check: Check) -> Check:
+    """The check, which on failure also notes the contract it holds the script to (the summary's notes show it)."""
+    own = inspect.signature(check)
+    asks = [*own.parameters.values()]
+    if "feedback" not in own.parameters:
+        asks.append(inspect.Parameter("feedback", inspect.Parameter.POSITIONAL_OR_KEYWORD))
+
+    def noted(**given: Any) -> None:
+        __tracebackhide__ = True
+        feedback = given["feedback"] if "feedback" in own.parameters else given.pop("feedback")
+        try:
+            check(**given)
+        except StepFailed as failure:
+            if not isinstance(failure, GradingError):
+                feedback.note(f"{checker.script} is held to this contract: {checker.contract()}")
+            raise
+
+    noted.__signature__ = own.replace(parameters=asks)  # type: ignore[attr-defined]
+    noted.__doc__ = check.__doc__
+    return noted
