@@ -172,3 +172,29 @@ def test_a_malformed_request_is_refused_quietly_and_connections_are_bounded(scen
         connection.close()
     assert wait_until(lambda: raw(view, "/version")[0] == 200, 10), "the view serves again once they are gone"
     assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "subresource",
+    [
+        "namespaces/{ns}/pods/bystander/proxy/",
+        "namespaces/{ns}/pods/bystander:8080/proxy/latest/meta-data",
+        "namespaces/{ns}/pods/bystander/log",
+        "namespaces/{ns}/pods/bystander/exec?command=id&stdout=true",
+        "namespaces/{ns}/pods/bystander/attach",
+        "namespaces/{ns}/pods/bystander/portforward",
+        "namespaces/{ns}/services/canary:80/proxy/",
+        "nodes/lab-node-0/proxy/metrics",
+        "nodes/lab-node-0/log/",
+        "proxy/namespaces/{ns}/pods/bystander",
+        "namespaces/{ns}/pods/bystander/%70roxy/",  # a spelling the API server decodes
+    ],
+)
+def test_the_view_dials_out_for_no_script(scene, subresource):
+    """The API server would dial a Pod's, a Service's or a node's address for these (a snapshot chooses them: the
+    host's loopback, a metadata service): the view refuses them before they reach it."""
+    _, _, view = scene
+    code, said = raw(view, "/api/v1/" + subresource.format(ns=NS))
+    assert code == 403 and "objects only" in said, (code, said)
+    code, listed = raw(view, f"/api/v1/namespaces/{NS}/pods/bystander")
+    assert code == 200 and "bystander" in listed  # the object itself still reads

@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 MAX_CONNECTIONS = 64
 Write = tuple[str, str]  # a refused request: (method, path)
 UNSAFE_PATH = re.compile(r"[\x00-\x20\x7f-\uffff]")  # a byte the API server's client would refuse to send
+# The subresources for which the API server itself dials out (to a Pod's, a Service's or a node's address, which a
+# snapshot may set to the host's loopback or a metadata service) or reaches a kubelet: a checker reads objects only.
+DIALS = re.compile(
+    r"^/api/v1/(?:namespaces/[^/]+/(?:pods|services)|nodes)/[^/]+/(?:proxy|portforward|exec|attach|log)(?:/|$)"
+    r"|^/api/v1/proxy(?:/|$)"
+)
 
 
 class _Proxy(BaseHTTPRequestHandler):
@@ -83,6 +89,10 @@ class _Proxy(BaseHTTPRequestHandler):
             self._send(400, status(400, "BadRequest", "the path holds a character a URL may not"))
             return
         path = canonical(urlsplit(self.path).path)
+        if DIALS.match(path):
+            what = "a Pod's logs, a proxy, a port-forward, exec and attach"
+            self._send(403, status(403, "Forbidden", f"this view of the cluster serves objects only, not {what}"))
+            return
         hidden = POD_PATH.match(path)
         if hidden and (hidden.group(1), hidden.group(2)) in self.view.doctor.hidden:
             self._send(404, status(404, "NotFound", f'pods "{hidden.group(2)}" not found'))
