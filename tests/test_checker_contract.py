@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.grading import (
-    Run,
-    StepFailed,
-    expect_fails_closed,
-    expect_uses_its_argument,
-    expect_verdict,
-    said,
-)
+from pytest_gpulab.grading import Run, StepFailed, expect_verdict, said
 from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.grading.verdicts import expect_fails_closed, expect_uses_its_argument
 from pytest_gpulab.sandbox import confine
 from pytest_gpulab.sandbox.runner import ScriptResult
 

@@ -158,9 +158,14 @@ def test_finds_pods_that_are_gone(coverage, agents, hidden, view, live, step_ran
 
 
 def test_namespace_without_daemonsets_while_pods_are_gone(coverage, quiet_namespace, view):
+    elsewhere = (
+        f"{quiet_namespace} has no DaemonSet, so these findings are of another namespace's: read the DaemonSets and "
+        'their Pods in the namespace of the argument (kubectl -n "$1"), in every call.'
+    )
     expect_verdict(
         coverage.run(quiet_namespace, cluster=True, view=view).result, SCRIPT,
         f"With a Pod of each DaemonSet in {OPERATOR} gone, run on {quiet_namespace}", set(), prefix="MISSING",
+        hint=lambda printed: elsewhere if printed else None, hint_first=True,
     )  # fmt: skip
 
 

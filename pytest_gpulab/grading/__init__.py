@@ -98,10 +98,7 @@ from .scripts import Run
 from .values import parse_quantity_number, parse_yes_no, quantity_bytes, split_list
 from .verdicts import (
     FAILING_API,
-    expect_fails_closed,
-    expect_read_only,
     expect_saved_verdict,
-    expect_uses_its_argument,
     expect_verdict,
     findings_in,
     says_ok,
@@ -188,10 +185,7 @@ __all__ = [  # noqa: RUF022 - grouped by what each name is for, as the README li
     "DoctoredView",
     "FAILING_API",
     "Run",
-    "expect_fails_closed",
-    "expect_read_only",
     "expect_saved_verdict",
-    "expect_uses_its_argument",
     "expect_verdict",
     "findings_in",
     "generate_dump",

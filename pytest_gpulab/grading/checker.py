@@ -49,7 +49,10 @@ class Checker:
     """A learner's checker script and what it is held to. ``args`` name its arguments as the lab does
     (``"[DUMP]"`` for an optional one); ``file_args`` are the positions of those that name a file it reads;
     ``finding`` is the prefix of its finding lines (``MISSING`` for ``MISSING=...``), or None for a checker
-    whose answer is its exit status alone (0: all is well, non-zero: it found a problem)."""
+    whose answer is its exit status alone (0: all is well, non-zero: it found a problem).
+
+    Example:: CHECKER = Checker("bin/ds-coverage.sh", args=("NAMESPACE",), finding="MISSING", reads_cluster=True)
+    """
 
     script: str
     args: tuple[str, ...] = ()
@@ -89,7 +92,10 @@ class Checker:
 @dataclass(frozen=True)
 class Case:
     """A state the step knows the answer to: how the sentence opens, the arguments and run options (``view``,
-    ``dump``, ``dump_text``), and the findings it must print (none: OK)."""
+    ``dump``, ``dump_text``), and the findings it must print (none: OK).
+
+    Example:: Case("Run on nvidia-gpu-operator", ("nvidia-gpu-operator",), {"view": view}, frozenset({"MISSING=a/b"}))
+    """
 
     given: str
     args: tuple[str, ...] = ()
@@ -105,7 +111,10 @@ class Case:
 class Cases:
     """The step's two states: ``findings``, one with findings, and ``other``, one whose answer differs; and
     ``near_misses``, a state holding what the lab never makes but its rule must tell apart (the copy of the
-    cluster with the lab's ``near_misses`` objects, ``near_miss_cluster``, or a generated input)."""
+    cluster with the lab's ``near_misses`` objects, ``near_miss_cluster``, or a generated input).
+
+    Example:: Cases(script_runner.runs_of(learner.file(SCRIPT)), findings=gap, other=quiet, near_misses=near)
+    """
 
     runs: ScriptRuns
     findings: Case
