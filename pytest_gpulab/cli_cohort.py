@@ -52,7 +52,8 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 def cmd_grade(args: argparse.Namespace) -> int:
     bundle = Path(args.bundle)
     out = Path(args.out) if args.out else Path("gpulab-results") / learner_name(bundle)
-    outcome = grade_bundle(bundle, out, seed=args.lab_seed, lab_dirs=_lab_dirs(args))
+    secret = Path(args.seed_secret) if args.seed_secret else None
+    outcome = grade_bundle(bundle, out, seed=args.lab_seed, lab_dirs=_lab_dirs(args), seed_secret_file=secret)
     if (out / "output.txt").is_file():
         sys.stdout.write((out / "output.txt").read_text(errors="replace"))
     if outcome.status == GRADED:
@@ -68,7 +69,8 @@ def cmd_grade_batch(args: argparse.Namespace) -> int:
         print(f"gpulab: {directory} is not a directory of bundles", file=sys.stderr)
         return 1
     try:
-        outcomes = grade_batch(directory, out, args.jobs, lab_dirs=_lab_dirs(args))
+        secret = Path(args.seed_secret) if args.seed_secret else None
+        outcomes = grade_batch(directory, out, args.jobs, lab_dirs=_lab_dirs(args), seed_secret=secret)
     except KeyboardInterrupt:
         graded = len(list(out.glob("*/outcome.json")))
         print(f"\ninterrupted with {graded} bundles done: run the same command again to resume", file=sys.stderr)
@@ -105,6 +107,12 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
     return autograder.run(Path(args.root) if args.root else None)
 
 
+SEED_SECRET_HELP = (
+    "the instructor's secret the graders' seeds are keyed with, so no learner can choose them (default: a file made "
+    "once beside the results, .gpulab-seed-secret, mode 0600; keep it to re-grade alike)"
+)
+
+
 def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
     bundle = commands.add_parser("bundle", help="write a submission bundle", parents=[lab_dir])
     bundle.add_argument("lab")
@@ -118,12 +126,16 @@ def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
     grade = commands.add_parser("grade", help="grade a bundle in a fresh cluster", parents=[lab_dir])
     grade.add_argument("bundle")
     grade.add_argument("--out", metavar="DIR", help="where the reports go (default: gpulab-results/LEARNER)")
-    grade.add_argument("--lab-seed", type=int, help="the graders' seed (default: from the bundle's checksum)")
+    grade.add_argument(
+        "--lab-seed", type=int, help="the graders' seed (default: the bundle's digest keyed with the seed secret)"
+    )
+    grade.add_argument("--seed-secret", metavar="FILE", help=SEED_SECRET_HELP)
     grade.set_defaults(run=cmd_grade)
     batch = commands.add_parser("grade-batch", help="grade every bundle in a folder", parents=[lab_dir])
     batch.add_argument("directory")
     batch.add_argument("--jobs", type=int, default=1, help="bundles graded at once, each in its own cluster")
     batch.add_argument("--out", required=True, metavar="RESULTS", help="the results folder (resumed if there)")
+    batch.add_argument("--seed-secret", metavar="FILE", help=SEED_SECRET_HELP)
     batch.set_defaults(run=cmd_grade_batch)
     report = commands.add_parser("cohort-report", help="write cohort.csv, cohort.json and cohort.html")
     report.add_argument("results")

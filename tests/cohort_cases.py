@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import re
+import secrets
 import subprocess
 import sys
 import tarfile
@@ -18,7 +19,8 @@ from typing import Any
 from gpuop_states import make_steps_6_and_8_mistakes, solve
 
 from pytest_gpulab.cluster.kwok import KwokCluster
-from pytest_gpulab.cohort.bundle import MANIFEST, ROOT, manifest_checksum, write_bundle
+from pytest_gpulab.cohort.bundle import MANIFEST, ROOT, manifest_checksum, sha256_file, write_bundle
+from pytest_gpulab.cohort.regrade import keyed_seed
 from pytest_gpulab.labs import discover
 from pytest_gpulab.selftest.variants import FORM, copy_root, load_variants
 
@@ -69,14 +71,17 @@ class CohortBuilder:
     def __init__(self, base: Path) -> None:
         self.base, self.bundles = base, base / "bundles"
         self.bundles.mkdir(parents=True)
+        self.secret = base / "seed-secret"  # the instructor's, which the batch keys its seeds with
+        self.secret.write_text(secrets.token_hex(32))
         self.lab = discover().get(LAB)
         self.submissions: dict[str, Submission] = {}
 
     def add(self, learner: str, root: Path, cluster: KwokCluster, failing: frozenset[int]) -> None:
-        manifest = write_bundle(self.lab, root, cluster, self.bundles / f"{learner}.gpulab.tar.gz", learner=learner)
+        write_bundle(self.lab, root, cluster, self.bundles / f"{learner}.gpulab.tar.gz", learner=learner)
         scratch = self.base / "scratch" / learner
         scratch.mkdir(parents=True)
-        seed = int(manifest["checksum"][:8], 16)  # the seed `gpulab grade` takes from the bundle
+        bundle = self.bundles / f"{learner}.gpulab.tar.gz"
+        seed = keyed_seed(self.secret.read_bytes().strip(), sha256_file(bundle))  # the seed `gpulab grade` keys
         self.submissions[learner] = Submission(learner, failing, grade_live(root, cluster, seed, scratch))
 
     def reference_and_variants(self, forms: int = 5) -> None:

@@ -87,7 +87,7 @@ def gpuop_cohort(tmp_path_factory) -> Iterator[CohortRun]:
         results = builder.base / "results"
         batch = subprocess.run(
             [str(Path(sys.executable).with_name("gpulab")), "grade-batch", str(builder.bundles), "--jobs", "2",
-             "--out", str(results)],
+             "--out", str(results), "--seed-secret", str(builder.secret)],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=3600,
         )  # fmt: skip
     yield CohortRun(builder, refused, results, batch)

@@ -339,3 +339,22 @@ FOLDERS: dict[str, Any] = {
 @pytest.mark.parametrize("dirs", FOLDERS.values(), ids=FOLDERS.keys())
 def test_a_manifest_s_hostile_folders_are_refused(tmp_path: Path, dirs: Any) -> None:
     refuse(tmp_path, gz(forge.meta(dirs=dirs)))
+
+
+def test_a_manifest_key_no_writer_writes_is_refused(tmp_path: Path) -> None:
+    """A key added to grind the manifest's checksum (once the seed came from it) is refused, whatever it holds."""
+    refuse(tmp_path, gz(forge.meta(nonce="0000000000001337")), match="no bundle writer writes: 'nonce'")
+
+
+def test_the_seed_is_keyed_with_the_instructor_s_secret_made_once_and_private(tmp_path: Path) -> None:
+    secret = regrade.seed_secret(tmp_path / "results")
+    path = tmp_path / "results" / regrade.SECRET_FILE
+    assert path.stat().st_mode & 0o777 == 0o600 and len(secret) == 64
+    assert regrade.seed_secret(tmp_path / "results") == secret  # made once: a re-grade keeps its seeds
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [regrade.SECRET_FILE]
+    digest = "ab" * 32
+    assert regrade.keyed_seed(secret, digest) == regrade.keyed_seed(secret, digest)
+    assert regrade.keyed_seed(secret, digest) != regrade.keyed_seed(b"another instructor", digest)
+    given = tmp_path / "given"
+    given.write_text("the course's own secret\n")
+    assert regrade.seed_secret(tmp_path / "elsewhere", given) == b"the course's own secret"

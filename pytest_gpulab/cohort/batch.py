@@ -48,10 +48,14 @@ def results_folders(bundles: Sequence[Path]) -> dict[Path, str]:
     return folders
 
 
-def grade_safely(bundle: Path, out: Path, lab_dirs: Sequence[Path] = (), gradings: Gradings = COLD) -> Outcome:
+def grade_safely(
+    bundle: Path, out: Path, lab_dirs: Sequence[Path] = (), gradings: Gradings = COLD, secret: Path | None = None
+) -> Outcome:
     """:func:`grade_bundle`, and a grader bug recorded as that bundle's error rather than the batch's end."""
     try:
-        return grade_bundle(bundle, out, learner=out.name, lab_dirs=lab_dirs, gradings=gradings)
+        return grade_bundle(
+            bundle, out, learner=out.name, lab_dirs=lab_dirs, gradings=gradings, seed_secret_file=secret
+        )
     except Exception as error:  # one bundle's failure must not stop the others
         outcome = Outcome(out.name, bundle.name, "", ERROR, f"the grader failed: {error!r}")
         write_atomically(out / "outcome.json", outcome.as_dict())
@@ -119,8 +123,10 @@ def grade_batch(
     *,
     lab_dirs: Sequence[Path] = (),
     progress: Callable[[int], Progress] = Progress,
+    seed_secret: Path | None = None,
 ) -> list[Outcome]:
-    """Grade every bundle in ``directory`` into ``out``; return the outcomes in the bundles' order."""
+    """Grade every bundle in ``directory`` into ``out``; return the outcomes in the bundles' order. The seeds are
+    keyed with ``seed_secret`` (a file), else with a secret made once in ``out``."""
     bundles = bundles_in(directory)
     folders = results_folders(bundles)
     out.mkdir(parents=True, exist_ok=True)
@@ -135,7 +141,8 @@ def grade_batch(
             pending.append(bundle)
     with WarmGradings() as gradings, ThreadPoolExecutor(max(1, jobs), thread_name_prefix="gpulab-grade") as pool:
         running: dict[Future[Outcome], Path] = {
-            pool.submit(grade_safely, bundle, out / folders[bundle], lab_dirs, gradings): bundle for bundle in pending
+            pool.submit(grade_safely, bundle, out / folders[bundle], lab_dirs, gradings, seed_secret): bundle
+            for bundle in pending
         }
         try:
             while running:

@@ -4,8 +4,9 @@ The bundle is opened into a directory of the grader's own; a lab cluster
 starts on the bundle's snapshot (etcd and the API server: nothing acts on the
 frozen state); then ``pytest --lab`` grades the bundled lab root
 against it, exactly as on the learner's machine, and writes the same reports.
-The seed comes from the bundle's checksum, so a re-grade makes the same random
-choices. ``OUT`` gets::
+The seed is an HMAC of the bundle's sha256 under the instructor's secret (``--seed-secret FILE``, else a
+file made once beside ``OUT``, mode 0600): a re-grade makes the same random choices, and no learner can
+choose them by shaping the bundle. ``OUT`` gets::
 
     report.json     the grading report (``--gpulab-report``)
     results.json    Gradescope's results (``--gradescope-results``)
@@ -19,7 +20,12 @@ Usable without pytest: :func:`grade_bundle`.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import json
+import os
+import secrets
 import subprocess
 import tempfile
 import time
@@ -37,6 +43,7 @@ from .unbundle import BundleRefused, OpenedBundle, open_bundle
 from .warm import COLD, Gradings
 
 GRADED, REFUSED, ERROR = "graded", "refused", "error"
+SECRET_FILE = ".gpulab-seed-secret"
 GRADING_TIMEOUT = 1800.0
 CLUSTER_ATTEMPTS = 2
 
@@ -158,11 +165,39 @@ def _read_report(outcome: Outcome, out: Path, returncode: int) -> None:
     outcome.rubric_graded = report.get("rubric_version")
 
 
-def _open(bundle: Path, outcome: Outcome, work: Path, lab_dirs: Sequence[Path], seed: int | None) -> OpenedBundle:
+def seed_secret(folder: Path, given: Path | None = None) -> bytes:
+    """The instructor's secret the seeds are keyed with: the file ``given`` holds, else ``folder``'s own, made once
+    (mode 0600, linked into place whole, so parallel gradings agree on it)."""
+    if given is not None:
+        secret = given.read_bytes().strip()
+        if not secret:
+            raise OSError(f"the seed secret {given} is empty")
+        return secret
+    path = folder / SECRET_FILE
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        draft = folder / f".{SECRET_FILE}.{secrets.token_hex(8)}"
+        descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as stream:
+            stream.write(secrets.token_hex(32))
+        with contextlib.suppress(FileExistsError):
+            os.link(draft, path)
+        draft.unlink()
+    return path.read_bytes().strip()
+
+
+def keyed_seed(secret: bytes, bundle_sha256: str) -> int:
+    """The graders' seed for a bundle: an HMAC of its bytes' digest, which only the secret's holder can compute."""
+    return int(hmac.new(secret, bundle_sha256.encode(), hashlib.sha256).hexdigest()[:8], 16)
+
+
+def _open(
+    bundle: Path, outcome: Outcome, work: Path, lab_dirs: Sequence[Path], seed: int | None, secret: bytes
+) -> OpenedBundle:
     opened = open_bundle(bundle, work / "bundle")
     manifest = opened.manifest
     outcome.lab, outcome.rubric_bundled = opened.lab, str(manifest.get("rubric_version"))
-    outcome.seed = seed if seed is not None else int(manifest["checksum"][:8], 16)
+    outcome.seed = seed if seed is not None else keyed_seed(secret, outcome.bundle_sha256)
     outcome.warnings = _version_warnings(manifest)
     try:
         discover(lab_dirs).get(opened.lab)
@@ -180,17 +215,20 @@ def grade_bundle(
     lab_dirs: Sequence[Path] = (),
     gradings: Gradings = COLD,
     extra_args: Sequence[str] = (),
+    seed_secret_file: Path | None = None,
 ) -> Outcome:
     """Grade one bundle into ``out``; never raises for a bad bundle or a failed cluster (see the outcome).
     ``gradings`` runs the ``pytest --lab`` process: a new interpreter, or a :class:`WarmGradings` fork;
-    ``extra_args`` are the instructor's own options for it (``--script-timeout``)."""
+    ``extra_args`` are the instructor's own options for it (``--script-timeout``); ``seed_secret_file`` the secret
+    the seed is keyed with (default: one made once beside ``out``)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "outcome.json").unlink(missing_ok=True)
     outcome = Outcome(learner or learner_name(bundle), bundle.name, sha256_file(bundle) if bundle.is_file() else "")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpulab-grade-") as work:
         try:
-            opened = _open(bundle, outcome, Path(work), lab_dirs, seed)
+            secret = seed_secret(out.parent, seed_secret_file) if seed is None else b""
+            opened = _open(bundle, outcome, Path(work), lab_dirs, seed, secret)
             write_atomically(out / "bundle.json", opened.manifest)
             _timed(outcome, "open", started)
             _grade_with_a_second_try(opened, outcome, out, Path(work), lab_dirs, gradings, extra_args)

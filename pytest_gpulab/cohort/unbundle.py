@@ -64,9 +64,17 @@ def _safe_relative(name: str) -> PurePosixPath:
     return PurePosixPath(*parts)
 
 
+MANIFEST_KEYS = {  # what bundle.py writes; anything more is refused (a key added to grind a checksum, say)
+    "format", "lab", "rubric_version", "learner", "root", "created_at", "tools", "snapshot", "files", "dirs",
+    "refused", "checksum",
+}  # fmt: skip
+
+
 def _check_manifest(manifest: Any) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BundleRefused(f"the bundle's manifest is not of bundle format {FORMAT}")
+    if unknown := sorted(set(manifest) - MANIFEST_KEYS):
+        raise BundleRefused(f"the bundle's manifest holds a key no bundle writer writes: {unknown[0]!r}")
     if manifest.get("checksum") != manifest_checksum(manifest):
         raise BundleRefused("the bundle's manifest does not match its checksum: the bundle was damaged or edited")
     files, shot = manifest.get("files"), manifest.get("snapshot")
