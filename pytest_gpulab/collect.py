@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from .grading.checker import Checker, contract_checks
+from .grading.checker import Checker
+from .grading.contract import contract_checks
 from .labs.labfile import LAB_FILE, LabFileError, load_lab
 from .reports.steps import check_name_of, explicit_check
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulab.grading import Case, Cases, Checker, GradingError, StepFailed
-from pytest_gpulab.grading.checker import contract_checks
+from pytest_gpulab.grading.contract import contract_checks
 from pytest_gpulab.grading.scripts import ScriptRunner
 from pytest_gpulab.sandbox import confine
 
@@ -27,6 +27,9 @@ cache="${TMPDIR:-/tmp}/answer"
 [ -f "$cache" ] || { grep -q '^\\[runtimes.nvidia\\]' "$1" && echo OK >"$cache" || echo MISSING=nvidia >"$cache"; }
 cat "$cache"; grep -q OK "$cache"
 """
+CACHES_BY_ITS_ARGUMENT = CACHES.replace(
+    'cache="${TMPDIR:-/tmp}/answer"', 'cache="$HOME/.answer-$(printf %s "$1" | md5sum | cut -c1-8)"'
+)
 MARKS = RIGHT.replace("#!/bin/sh\n", '#!/bin/sh\necho "# checked" >>"$1" 2>/dev/null\n')
 CDS_FIRST = RIGHT.replace("#!/bin/sh\n", '#!/bin/sh\ncd "$(dirname "$0")" || exit 2\n')
 CHECKER = Checker("bin/check.sh", args=("DUMP",), file_args=(0,))
@@ -122,6 +125,13 @@ def test_a_failed_contract_check_notes_the_contract_for_the_summary(cases_of, tm
     with pytest.raises(StepFailed):
         check(checker_cases=cases_of(MARKS), tmp_path=tmp_path, feedback=notes)
     assert notes.notes == [f"bin/check.sh is held to this contract: {CHECKER.contract()}"]
+
+
+def test_a_cache_keyed_by_its_argument_is_found_out_by_the_same_command_line_run_twice(cases_of, tmp_path):
+    """The second run repeats the first's command line exactly (the dump's path too), the dump changed between."""
+    assert CACHES_BY_ITS_ARGUMENT != CACHES
+    said = outcome(dict(contract_checks(CHECKER))["contract-second-run"], cases_of(CACHES_BY_ITS_ARGUMENT), tmp_path)
+    assert said is not None and "with the same arguments" in said and "MISSING=nvidia" in said, said
 
 
 def test_a_checker_that_writes_into_its_input_fails_only_reads(cases_of, tmp_path):

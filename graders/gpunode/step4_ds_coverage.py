@@ -111,6 +111,8 @@ def checker_cases(coverage, lab_cluster, hidden, view, quiet_namespace, near_vie
              frozenset(missing(coverage_gaps(live, OPERATOR, hidden)))),
         Case(f"With a Pod of each DaemonSet in {OPERATOR} gone, run on {quiet_namespace}", (quiet_namespace,),
              {"view": view}),
+        changed=Case(f"Run on {OPERATOR} on the cluster as it is now", (OPERATOR,),
+                     expected=frozenset(missing(coverage_gaps(live, OPERATOR)))),
         near_misses=Case(
             f"With the agents' Pods on {TAINTED} gone, a Pod gpu-feature-discovery-debug there that no DaemonSet owns, "
             f'and a node lab-node-3 whose agent labels are "false", run on {OPERATOR}', (OPERATOR,),

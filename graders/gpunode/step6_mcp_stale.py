@@ -102,7 +102,7 @@ def checker_cases(stale, pools, thresholds, near_view, near_miss_cluster):
         "conditions come Updating first, and a pool infra that is not updating"
     )
     nearby = Case(given, (str(below),), {"view": near_view}, frozenset(stale_at(near, below)))
-    return Cases(stale, case("below"), case("above"), near_misses=nearby)
+    return Cases(stale, case("below"), case("above"), near_misses=nearby, changed=nearby)
 
 
 def run_with(stale, pools, minutes, detail, *args):

@@ -13,8 +13,8 @@ one whose answer differs (:class:`Cases`). The plugin then adds to the step, as 
 - ``contract-only-reads``: it changes neither the cluster nor the files it is given (given writable copies,
   so a write shows), with ``file_args`` or ``reads_cluster``;
 - ``contract-uses-its-argument``: given the two states' arguments, whose answers differ, it answers apart;
-- ``contract-second-run``: run first on the other state, then on the one with findings, in one kept
-  $TMPDIR, /tmp and $HOME, its second answer follows the change (no answer kept from the first run);
+- ``contract-second-run``: the same command line run twice in one kept
+  $TMPDIR, /tmp and $HOME, the state changed between (``Cases.changed``): its second answer follows it;
 - ``contract-relative-path`` (``file_args``): the same answer for a file named relative to a working
   directory that is not its own;
 - ``contract-near-misses`` (``reads_cluster`` or ``file_args``): the right answer on a state holding what the
@@ -22,24 +22,19 @@ one whose answer differs (:class:`Cases`). The plugin then adds to the step, as 
 
 An author leaves one out only by naming it with a reason (``waive={"second-run": "why"}``), which the
 report shows. :meth:`Checker.contract` is the one-line contract ``gpulab labs LAB`` shows. Usable
-without pytest: :func:`contract_checks` returns the checks as plain functions.
+without pytest: :func:`pytest_gpulab.grading.contract.contract_checks` returns the checks as plain functions.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..sandbox.script_result import ScriptResult, said
-from .feedback import GradingError, StepFailed, expect, listed
-from .keeps import Keeps
+from .feedback import expect, listed
 from .runs import ScriptRuns
-from .verdicts import FAILING_API, expect_fails_closed, expect_read_only, expect_uses_its_argument, expect_verdict
+from .verdicts import expect_verdict
 
 CONTRACT = "contract-"
 
@@ -120,6 +115,7 @@ class Cases:
     findings: Case
     other: Case
     near_misses: Case | None = None
+    changed: Case | None = None  # ``findings``' arguments in another state, for the second run (default: ``other``)
 
 
 Check = Callable[..., None]
@@ -143,195 +139,3 @@ def expect_answer(checker: Checker, result: ScriptResult, given: str, case: Case
         hint=hint,
         detail={"stdout": result.stdout, "stderr": result.stderr, "exit": result.exit_code},
     )
-
-
-def _verdict(checker: Checker, cases: Cases, case: Case, given: str, **changes: Any) -> None:
-    __tracebackhide__ = True
-    run = cases.runs.run(*changes.pop("args", case.args), **case.run_options(checker, **changes))
-    expect_answer(checker, run.result, given, case)
-
-
-def fails_closed(checker: Checker, fault: str) -> Check:
-    def check(checker_cases: Cases) -> None:
-        __tracebackhide__ = True
-        case = checker_cases.findings
-        if fault == "without-containerd":
-            args = tuple(a for n, a in enumerate(case.args) if n not in checker.file_args)
-            options = case.run_options(checker, containerd=False)
-            options.pop("dump", None), options.pop("dump_text", None)
-            given = "With no containerd on PATH (no containerd command answers)"
-        else:
-            args, options, given = case.args, case.run_options(checker, api=fault), ""
-            options.pop("view", None)
-        result = checker_cases.runs.run(*args, **options).result
-        expect_fails_closed(result, checker.script, fault, prefix=checker.finding or checker.ok, given=given)
-
-    return check
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def only_reads(checker: Checker) -> Check:
-    def check(checker_cases: Cases, tmp_path: Path) -> None:
-        __tracebackhide__ = True
-        for case in (checker_cases.findings, checker_cases.other):
-            args, digests = list(case.args), dict[int, str]()
-            for position in (n for n in checker.file_args if n < len(args)):  # a writable copy, so a write shows
-                copy = tmp_path / f"{len(digests)}-{Path(args[position]).name}"
-                shutil.copyfile(args[position], copy)
-                copy.chmod(0o666)  # whichever uid the run is given may write it, so that a write shows
-                digests[position], args[position] = _digest(copy), str(copy)
-            options = case.run_options(checker, keeps=Keeps(writable_inputs=True)) if digests else {}
-            run = checker_cases.runs.run(*args, **(options or case.run_options(checker)))
-            changed = [case.args[n] for n, digest in digests.items() if _digest(Path(args[n])) != digest]
-            expect(
-                not changed,
-                f"{case.given}, {checker.script} wrote into the file it was given ({listed(changed)}); a checker only "
-                "reads its input: keep notes, copies and marks in a temporary file of its own.",
-            )
-            expect_read_only(run.result, checker.script, case.given)
-
-    return check
-
-
-def uses_its_argument(checker: Checker) -> Check:
-    def check(checker_cases: Cases) -> None:
-        """The same output for both states' arguments ignores them, unless it is the other state's right answer
-        (then it missed the findings, which the step's own checks say)."""
-        __tracebackhide__ = True
-        findings, other = checker_cases.findings, checker_cases.other
-        given = {}
-        for case in (findings, other):
-            run = checker_cases.runs.run(*case.args, **case.run_options(checker))
-            given[" ".join(case.args) or "no argument"] = run.result
-        missed = _right(checker, next(iter(given.values())), other)
-        expect_uses_its_argument(
-            checker.script, given, argument=f"its argument ({listed(checker.args)})", expected_differ=not missed
-        )
-
-    return check
-
-
-STALE_HINT = (
-    "Decide from what it reads at each run: an answer kept from an earlier run (a cache in /tmp or $HOME) goes "
-    "stale when the cluster or containerd changes."
-)
-
-
-def _right(checker: Checker, result: ScriptResult, case: Case) -> bool:
-    try:
-        expect_answer(checker, result, "", case)
-    except StepFailed:
-        return False
-    return True
-
-
-def second_run(checker: Checker) -> Check:
-    def check(checker_cases: Cases, tmp_path: Path) -> None:
-        """The second answer is the one a first run in that state gives; where that one is right, it must be."""
-        __tracebackhide__ = True
-        first, then = checker_cases.other, checker_cases.findings
-        runner, script, kept = checker_cases.runs.runner, checker_cases.runs.script, Keeps(state=tmp_path / "kept")
-        runner.run(script, *first.args, **first.run_options(checker, keeps=kept))
-        second = runner.run(script, *then.args, **then.run_options(checker, keeps=kept)).result
-        given = (
-            f"{then.given}, on its second run (its first, with the same $TMPDIR, /tmp and $HOME: "
-            f"{first.given[0].lower()}{first.given[1:]})"
-        )
-        fresh = checker_cases.runs.run(*then.args, **then.run_options(checker)).result
-        if _right(checker, fresh, then):
-            expect_answer(checker, second, given, then, hint=STALE_HINT)
-            return
-        alike = (fresh.stdout.strip(), fresh.exit_code) == (second.stdout.strip(), second.exit_code)
-        expect(
-            alike,
-            f"{given}, {checker.script} {second.describe()}{said(second)}, not what it answers on a first run in "
-            "that state: it carries something over from the run before.",
-            hint=STALE_HINT,
-            detail={"first_run_stdout": fresh.stdout, "second_run_stdout": second.stdout},
-        )
-
-    return check
-
-
-def relative_path(checker: Checker) -> Check:
-    def check(checker_cases: Cases) -> None:
-        """Both states, each file named relative to the working folder: a script that cannot read it there
-        may still stumble on one state's answer, not on both."""
-        __tracebackhide__ = True
-        for case in (checker_cases.other, checker_cases.findings):
-            args, inputs = list(case.args), []
-            for position in (n for n in checker.file_args if n < len(args)):
-                name = f"given/{Path(args[position]).name}"
-                inputs.append((name, Path(args[position])))
-                args[position] = name
-            named = listed(name for name, _ in inputs)
-            given = f"{case.given}, named by the relative path {named} from its working folder"
-            _verdict(checker, checker_cases, case, given, args=tuple(args), keeps=Keeps(inputs=tuple(inputs)))
-
-    return check
-
-
-def near_misses(checker: Checker) -> Check:
-    def check(checker_cases: Cases) -> None:
-        __tracebackhide__ = True
-        case = checker_cases.near_misses
-        if case is None:
-            raise GradingError(
-                f"The step declares {checker.script}'s contract but gives no near-miss case (Cases(near_misses=...)): "
-                "a checker tried only on the lab's own objects is not tried on what its rule must tell apart."
-            )
-        _verdict(checker, checker_cases, case, case.given)
-
-    return check
-
-
-def waived(reason: str) -> Check:
-    def check(feedback: Any) -> None:
-        feedback.note(f"Not checked for this step: {reason}")
-
-    return check
-
-
-def contract_checks(checker: Checker) -> Iterator[tuple[str, Check]]:
-    """Each check of ``checker``'s contract, named as the report shows it (``contract-second-run``)."""
-    made: dict[str, Check] = {}
-    if checker.reads_cluster:
-        made |= {f"fails-closed-{fault}": fails_closed(checker, fault) for fault in sorted(FAILING_API)}
-    if checker.reads_containerd:
-        made["fails-closed-without-containerd"] = fails_closed(checker, "without-containerd")
-    if checker.reads_cluster or checker.file_args:
-        made["only-reads"] = only_reads(checker)
-    if checker.args:
-        made["uses-its-argument"] = uses_its_argument(checker)
-    made["second-run"] = second_run(checker)
-    if checker.file_args:
-        made["relative-path"] = relative_path(checker)
-    if checker.reads_cluster or checker.file_args:
-        made["near-misses"] = near_misses(checker)
-    for name, check in made.items():
-        yield CONTRACT + name, waived(checker.waive[name]) if name in checker.waive else _noting(checker, check)
-
-
-def _noting(checker: Checker, check: Check) -> Check:
-    """The check, which on failure also notes the contract it holds the script to (the summary's notes show it)."""
-    own = inspect.signature(check)
-    asks = [*own.parameters.values()]
-    if "feedback" not in own.parameters:
-        asks.append(inspect.Parameter("feedback", inspect.Parameter.POSITIONAL_OR_KEYWORD))
-
-    def noted(**given: Any) -> None:
-        __tracebackhide__ = True
-        feedback = given["feedback"] if "feedback" in own.parameters else given.pop("feedback")
-        try:
-            check(**given)
-        except StepFailed as failure:
-            if not isinstance(failure, GradingError):
-                feedback.note(f"{checker.script} is held to this contract: {checker.contract()}")
-            raise
-
-    noted.__signature__ = own.replace(parameters=asks)  # type: ignore[attr-defined]
-    noted.__doc__ = check.__doc__
-    return noted

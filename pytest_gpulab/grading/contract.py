@@ -1,0 +1,233 @@
+"""The checks a :class:`~pytest_gpulab.grading.checker.Checker`'s contract is made of, as plain functions the
+plugin collects into its step (``contract-*``): each takes the step's ``checker_cases`` and says, in the lab's
+words, which part of the contract a script broke. Usable without pytest: :func:`contract_checks`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import shutil
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..sandbox.script_result import ScriptResult, said
+from .checker import CONTRACT, Case, Cases, Check, Checker, expect_answer
+from .feedback import GradingError, StepFailed, expect, listed
+from .keeps import Keeps
+from .verdicts import FAILING_API, expect_fails_closed, expect_read_only, expect_uses_its_argument
+
+
+def _verdict(checker: Checker, cases: Cases, case: Case, given: str, **changes: Any) -> None:
+    __tracebackhide__ = True
+    run = cases.runs.run(*changes.pop("args", case.args), **case.run_options(checker, **changes))
+    expect_answer(checker, run.result, given, case)
+
+
+def fails_closed(checker: Checker, fault: str) -> Check:
+    def check(checker_cases: Cases) -> None:
+        __tracebackhide__ = True
+        case = checker_cases.findings
+        if fault == "without-containerd":
+            args = tuple(a for n, a in enumerate(case.args) if n not in checker.file_args)
+            options = case.run_options(checker, containerd=False)
+            options.pop("dump", None), options.pop("dump_text", None)
+            given = "With no containerd on PATH (no containerd command answers)"
+        else:
+            args, options, given = case.args, case.run_options(checker, api=fault), ""
+            options.pop("view", None)
+        result = checker_cases.runs.run(*args, **options).result
+        expect_fails_closed(result, checker.script, fault, prefix=checker.finding or checker.ok, given=given)
+
+    return check
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def only_reads(checker: Checker) -> Check:
+    def check(checker_cases: Cases, tmp_path: Path) -> None:
+        __tracebackhide__ = True
+        for case in (checker_cases.findings, checker_cases.other):
+            args, digests = list(case.args), dict[int, str]()
+            for position in (n for n in checker.file_args if n < len(args)):  # a writable copy, so a write shows
+                copy = tmp_path / f"{len(digests)}-{Path(args[position]).name}"
+                shutil.copyfile(args[position], copy)
+                copy.chmod(0o666)  # whichever uid the run is given may write it, so that a write shows
+                digests[position], args[position] = _digest(copy), str(copy)
+            options = case.run_options(checker, keeps=Keeps(writable_inputs=True)) if digests else {}
+            run = checker_cases.runs.run(*args, **(options or case.run_options(checker)))
+            changed = [case.args[n] for n, digest in digests.items() if _digest(Path(args[n])) != digest]
+            expect(
+                not changed,
+                f"{case.given}, {checker.script} wrote into the file it was given ({listed(changed)}); a checker only "
+                "reads its input: keep notes, copies and marks in a temporary file of its own.",
+            )
+            expect_read_only(run.result, checker.script, case.given)
+
+    return check
+
+
+def uses_its_argument(checker: Checker) -> Check:
+    def check(checker_cases: Cases) -> None:
+        """The same output for both states' arguments ignores them, unless it is the other state's right answer
+        (then it missed the findings, which the step's own checks say)."""
+        __tracebackhide__ = True
+        findings, other = checker_cases.findings, checker_cases.other
+        given = {}
+        for case in (findings, other):
+            run = checker_cases.runs.run(*case.args, **case.run_options(checker))
+            given[" ".join(case.args) or "no argument"] = run.result
+        missed = _right(checker, next(iter(given.values())), other)
+        expect_uses_its_argument(
+            checker.script, given, argument=f"its argument ({listed(checker.args)})", expected_differ=not missed
+        )
+
+    return check
+
+
+STALE_HINT = (
+    "Decide from what it reads at each run: an answer kept from an earlier run (a cache in /tmp or $HOME) goes "
+    "stale when the cluster or containerd changes."
+)
+
+
+def _right(checker: Checker, result: ScriptResult, case: Case) -> bool:
+    try:
+        expect_answer(checker, result, "", case)
+    except StepFailed:
+        return False
+    return True
+
+
+def _same_arguments(checker: Checker, first: Case, then: Case, folder: Path) -> tuple[Case, Case]:
+    """The two cases with ``then``'s arguments, each file they name copied in turn to one path: the same command
+    line twice, the state changed between (a cache keyed by its arguments is found out too)."""
+    first_args, then_args = list(then.args), list(then.args)
+    for position in (n for n in checker.file_args if n < len(then.args)):
+        folder.mkdir(parents=True, exist_ok=True)
+        first_args[position] = then_args[position] = str(folder / Path(then.args[position]).name)
+    return replace(first, args=tuple(first_args)), replace(then, args=tuple(then_args))
+
+
+def _place(checker: Checker, case: Case, placed: Case) -> None:
+    """``case``'s files copied where ``placed`` names them."""
+    for position in (n for n in checker.file_args if n < len(case.args) and n < len(placed.args)):
+        if placed.args[position] != case.args[position]:
+            shutil.copyfile(case.args[position], placed.args[position])
+
+
+def second_run(checker: Checker) -> Check:
+    def check(checker_cases: Cases, tmp_path: Path) -> None:
+        """The same command line twice, with the same $TMPDIR, /tmp and $HOME, the state changed between: the second
+        answer is the one a first run in that state gives; where that one is right, it must be."""
+        __tracebackhide__ = True
+        first, then = checker_cases.changed or checker_cases.other, checker_cases.findings
+        runner, script, kept = checker_cases.runs.runner, checker_cases.runs.script, Keeps(state=tmp_path / "kept")
+        once, twice = _same_arguments(checker, first, then, tmp_path / "input")
+        _place(checker, first, once)
+        runner.run(script, *once.args, **first.run_options(checker, keeps=kept))
+        _place(checker, then, twice)
+        second = runner.run(script, *twice.args, **then.run_options(checker, keeps=kept)).result
+        given = (
+            f"{then.given}, on its second run (its first, with the same arguments, $TMPDIR, /tmp and $HOME: "
+            f"{first.given[0].lower()}{first.given[1:]})"
+        )
+        fresh = checker_cases.runs.run(*then.args, **then.run_options(checker)).result
+        if _right(checker, fresh, then):
+            expect_answer(checker, second, given, then, hint=STALE_HINT)
+            return
+        alike = (fresh.stdout.strip(), fresh.exit_code) == (second.stdout.strip(), second.exit_code)
+        expect(
+            alike,
+            f"{given}, {checker.script} {second.describe()}{said(second)}, not what it answers on a first run in "
+            "that state: it carries something over from the run before.",
+            hint=STALE_HINT,
+            detail={"first_run_stdout": fresh.stdout, "second_run_stdout": second.stdout},
+        )
+
+    return check
+
+
+def relative_path(checker: Checker) -> Check:
+    def check(checker_cases: Cases) -> None:
+        """Both states, each file named relative to the working folder: a script that cannot read it there
+        may still stumble on one state's answer, not on both."""
+        __tracebackhide__ = True
+        for case in (checker_cases.other, checker_cases.findings):
+            args, inputs = list(case.args), []
+            for position in (n for n in checker.file_args if n < len(args)):
+                name = f"given/{Path(args[position]).name}"
+                inputs.append((name, Path(args[position])))
+                args[position] = name
+            named = listed(name for name, _ in inputs)
+            given = f"{case.given}, named by the relative path {named} from its working folder"
+            _verdict(checker, checker_cases, case, given, args=tuple(args), keeps=Keeps(inputs=tuple(inputs)))
+
+    return check
+
+
+def near_misses(checker: Checker) -> Check:
+    def check(checker_cases: Cases) -> None:
+        __tracebackhide__ = True
+        case = checker_cases.near_misses
+        if case is None:
+            raise GradingError(
+                f"The step declares {checker.script}'s contract but gives no near-miss case (Cases(near_misses=...)): "
+                "a checker tried only on the lab's own objects is not tried on what its rule must tell apart."
+            )
+        _verdict(checker, checker_cases, case, case.given)
+
+    return check
+
+
+def waived(reason: str) -> Check:
+    def check(feedback: Any) -> None:
+        feedback.note(f"Not checked for this step: {reason}")
+
+    return check
+
+
+def contract_checks(checker: Checker) -> Iterator[tuple[str, Check]]:
+    """Each check of ``checker``'s contract, named as the report shows it (``contract-second-run``)."""
+    made: dict[str, Check] = {}
+    if checker.reads_cluster:
+        made |= {f"fails-closed-{fault}": fails_closed(checker, fault) for fault in sorted(FAILING_API)}
+    if checker.reads_containerd:
+        made["fails-closed-without-containerd"] = fails_closed(checker, "without-containerd")
+    if checker.reads_cluster or checker.file_args:
+        made["only-reads"] = only_reads(checker)
+    if checker.args:
+        made["uses-its-argument"] = uses_its_argument(checker)
+    made["second-run"] = second_run(checker)
+    if checker.file_args:
+        made["relative-path"] = relative_path(checker)
+    if checker.reads_cluster or checker.file_args:
+        made["near-misses"] = near_misses(checker)
+    for name, check in made.items():
+        yield CONTRACT + name, waived(checker.waive[name]) if name in checker.waive else _noting(checker, check)
+
+
+def _noting(checker: Checker, check: Check) -> Check:
+    """The check, which on failure also notes the contract it holds the script to (the summary's notes show it)."""
+    own = inspect.signature(check)
+    asks = [*own.parameters.values()]
+    if "feedback" not in own.parameters:
+        asks.append(inspect.Parameter("feedback", inspect.Parameter.POSITIONAL_OR_KEYWORD))
+
+    def noted(**given: Any) -> None:
+        __tracebackhide__ = True
+        feedback = given["feedback"] if "feedback" in own.parameters else given.pop("feedback")
+        try:
+            check(**given)
+        except StepFailed as failure:
+            if not isinstance(failure, GradingError):
+                feedback.note(f"{checker.script} is held to this contract: {checker.contract()}")
+            raise
+
+    noted.__signature__ = own.replace(parameters=asks)  # type: ignore[attr-defined]
+    noted.__doc__ = check.__doc__
+    return noted
