@@ -21,7 +21,7 @@ import yaml
 from .cluster import snapshot
 from .cluster.toolchain import up_kubeconfig
 from .cohort import autograder, jobs
-from .cohort.batch import bundles_in, grade_batch
+from .cohort.batch import bundles_in, grade_batch, read_roster
 from .cohort.bundle import write_bundle
 from .cohort.regrade import GRADED, REFUSED, grade_bundle, learner_name
 from .cohort.report import write_reports
@@ -70,13 +70,16 @@ def cmd_grade_batch(args: argparse.Namespace) -> int:
         return 1
     try:
         secret = Path(args.seed_secret) if args.seed_secret else None
-        outcomes = grade_batch(directory, out, args.jobs, lab_dirs=_lab_dirs(args), seed_secret=secret)
+        roster = read_roster(Path(args.roster)) if args.roster else None
+        outcomes = grade_batch(directory, out, args.jobs, lab_dirs=_lab_dirs(args), seed_secret=secret, roster=roster)
     except KeyboardInterrupt:
         graded = len(list(out.glob("*/outcome.json")))
         print(f"\ninterrupted with {graded} bundles done: run the same command again to resume", file=sys.stderr)
         return 130
-    write_reports(out)
+    cohort = write_reports(out)
     graded = sum(outcome.status == GRADED for outcome in outcomes)
+    for entry in cohort.refused:
+        print(f"{entry['bundle']}: refused: {entry['reason']}", file=sys.stderr)
     print(f"{graded} of {len(outcomes)} bundles graded; the cohort report is {out / 'cohort.html'}")
     return 0
 
@@ -136,6 +139,11 @@ def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
     batch.add_argument("--jobs", type=int, default=1, help="bundles graded at once, each in its own cluster")
     batch.add_argument("--out", required=True, metavar="RESULTS", help="the results folder (resumed if there)")
     batch.add_argument("--seed-secret", metavar="FILE", help=SEED_SECRET_HELP)
+    batch.add_argument(
+        "--roster",
+        metavar="FILE",
+        help="a CSV of learner,file: each bundle's learner is the roster's, and a bundle not on it is refused",
+    )
     batch.set_defaults(run=cmd_grade_batch)
     report = commands.add_parser("cohort-report", help="write cohort.csv, cohort.json and cohort.html")
     report.add_argument("results")

@@ -11,6 +11,7 @@ next run. Usable without pytest: :func:`grade_batch`.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import sys
@@ -24,6 +25,7 @@ from typing import TextIO
 from ..labs.discovery import discover
 from ..reports.report_file import write_atomically
 from .bundle import sha256_file
+from .model import REFUSED_FILE
 from .regrade import ERROR, GRADED, REFUSED, Outcome, grade_bundle, learner_name
 from .warm import COLD, Gradings, WarmGradings
 
@@ -35,17 +37,54 @@ def bundles_in(directory: Path) -> list[Path]:
     return sorted({path for pattern in BUNDLE_PATTERNS for path in directory.glob(pattern) if path.is_file()})
 
 
-def results_folders(bundles: Sequence[Path]) -> dict[Path, str]:
-    """Each bundle's folder in the results: the learner's name in safe characters, never hidden, never shared."""
-    folders: dict[Path, str] = {}
+LEARNER_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+
+
+def name_refusal(name: str) -> str | None:
+    """Why a learner's name cannot name a row of the results, or None: letters, digits, '.', '_' and '-', not
+    starting with a dot, at most 64 characters, and no name the batch writes (cohort.*, index.html)."""
+    if not LEARNER_NAME.fullmatch(name):
+        return (
+            f"the learner name {name!r} is not 1 to 64 letters, digits, '.', '_' or '-' (not starting with a dot): "
+            "rename the bundle"
+        )
+    if name.lower().startswith("cohort.") or name.lower() == "index.html":
+        return f"the learner name {name!r} is one the batch writes its cohort report under: rename the bundle"
+    return None
+
+
+def results_folders(
+    bundles: Sequence[Path], roster: dict[str, str] | None = None
+) -> tuple[dict[Path, str], dict[Path, str]]:
+    """Each bundle's folder in the results, its learner's name (the roster's, else the file's name without its
+    suffix), and the bundles refused with why: a bad name, a name two bundles share (case folded: both are
+    refused, neither takes the other's row), or, with a roster, a bundle not on it."""
+    named, refused = {}, {}
     for bundle in bundles:
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", learner_name(bundle)).lstrip(".") or "unnamed"
-        folder, number = name, 1
-        while folder in folders.values():
-            number += 1
-            folder = f"{name}-{number}"
-        folders[bundle] = folder
-    return folders
+        name = roster.get(bundle.name) if roster is not None else learner_name(bundle)
+        reason = "the bundle is not on the roster" if name is None else name_refusal(name)
+        if reason is None and name is not None:
+            named[bundle] = name
+        else:
+            refused[bundle] = reason or "the bundle has no learner name"
+    folded: dict[str, list[Path]] = {}
+    for bundle, name in named.items():
+        folded.setdefault(name.lower(), []).append(bundle)
+    for clash in (group for group in folded.values() if len(group) > 1):
+        for bundle in clash:
+            others = ", ".join(other.name for other in clash if other != bundle)
+            refused[bundle] = f"its learner name {named.pop(bundle)!r} is also the name of {others}: rename one"
+    return named, refused
+
+
+def read_roster(path: Path) -> dict[str, str]:
+    """A roster CSV, ``learner,file`` per line (a header line is allowed): the bundle file name -> the learner."""
+    roster = {}
+    with open(path, newline="", encoding="utf-8") as stream:
+        for row in csv.reader(stream):
+            if len(row) >= 2 and row[0].strip() and row[0].strip().lower() != "learner":
+                roster[Path(row[1].strip()).name] = row[0].strip()
+    return roster
 
 
 def grade_safely(
@@ -124,12 +163,18 @@ def grade_batch(
     lab_dirs: Sequence[Path] = (),
     progress: Callable[[int], Progress] = Progress,
     seed_secret: Path | None = None,
+    roster: dict[str, str] | None = None,
 ) -> list[Outcome]:
     """Grade every bundle in ``directory`` into ``out``; return the outcomes in the bundles' order. The seeds are
-    keyed with ``seed_secret`` (a file), else with a secret made once in ``out``."""
+    keyed with ``seed_secret`` (a file), else with a secret made once in ``out``. A bundle whose learner name is
+    refused (:func:`results_folders`; ``roster`` maps file names to learners) is not graded: it is listed, with
+    why, in ``out/cohort.refused.json``."""
     bundles = bundles_in(directory)
-    folders = results_folders(bundles)
+    folders, refused = results_folders(bundles, roster)
     out.mkdir(parents=True, exist_ok=True)
+    listed = [{"bundle": bundle.name, "reason": why} for bundle, why in sorted(refused.items())]
+    write_atomically(out / REFUSED_FILE, {"refused": listed})
+    bundles = [bundle for bundle in bundles if bundle in folders]
     rubrics, bar = current_rubrics(lab_dirs), progress(len(bundles))
     outcomes: dict[Path, Outcome] = {}
     pending: list[Path] = []

@@ -115,7 +115,11 @@ def job_entry(bundles: Path, out: Path, environment: dict[str, str] | None = Non
     except EntryError as error:
         print(f"gpulab job-entry: {error}", file=sys.stderr)
         return 2
-    folder = out / results_folders(bundles_in(bundles))[bundle]
+    folders, refused = results_folders(bundles_in(bundles))
+    if bundle in refused:
+        print(f"{bundle.name}: refused: {refused[bundle]}", file=sys.stderr)
+        return 0
+    folder = out / folders[bundle]
     outcome = finished(folder, bundle, current_rubrics()) or grade_safely(bundle, folder)
     print(f"{bundle.name}: {outcome.status} {outcome.earned}/{outcome.possible} {outcome.reason or ''}".rstrip())
     return 1 if outcome.status == ERROR else 0

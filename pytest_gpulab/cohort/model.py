@@ -10,6 +10,7 @@ from typing import Any
 from .regrade import GRADED
 
 TOP_CHECKS, TOP_MESSAGES = 5, 3
+REFUSED_FILE = "cohort.refused.json"  # the bundles a batch refused by their name, with why
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Cohort:
     rubrics: list[str]
     learners: list[Learner]
     steps: dict[int, Step]
+    refused: list[dict[str, str]] = field(default_factory=list)  # bundles refused by their name: bundle, reason
 
     @property
     def graded(self) -> list[Learner]:

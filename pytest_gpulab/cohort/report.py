@@ -19,7 +19,7 @@ from typing import Any
 
 from ..grading.feedback import with_hint
 from ..reports.report_file import write_atomically
-from .model import Cohort, Learner, Step
+from .model import REFUSED_FILE, Cohort, Learner, Step
 from .page import page
 from .regrade import GRADED
 
@@ -64,7 +64,9 @@ def collect(results: Path) -> Cohort:
             labs[outcome.get("lab") or "?"] += 1
             rubrics[str(outcome.get("rubric_graded"))] += 1
         learners.append(learner)
-    return Cohort(sorted(labs), sorted(rubrics), learners, dict(sorted(steps.items())))
+    refused = _read_json(results / REFUSED_FILE).get("refused")
+    named = [entry for entry in refused or [] if isinstance(entry, dict)]
+    return Cohort(sorted(labs), sorted(rubrics), learners, dict(sorted(steps.items())), named)
 
 
 def as_json(cohort: Cohort) -> dict[str, Any]:
@@ -87,6 +89,7 @@ def as_json(cohort: Cohort) -> dict[str, Any]:
             for s in cohort.steps.values()
         ],
         "rows": [asdict(learner) for learner in cohort.learners],
+        "refused_bundles": cohort.refused,
     }
 
 
