@@ -233,6 +233,23 @@ def test_keyrings_and_kernel_surfaces_are_refused_by_the_seccomp_filter(runner, 
     assert len(lines) == 5 and all(line.endswith(" -1 Operation not permitted") for line in lines), result
 
 
+def test_no_script_makes_a_user_namespace_as_root_or_not(runner, lab):
+    """In a user namespace of its own a script is root there, and reaches kernel code written for root: refused in
+    the root grader's mode too (bubblewrap's --disable-userns covers its user-namespace mode only). Other clones
+    still work: a fork, a thread."""
+    script = write(
+        lab,
+        "#!/usr/bin/env bash\nunshare -Ur true && echo USERNS-MADE\nunshare --user --map-root-user id -u && echo MADE\n"
+        "python3 -c 'import threading; t = threading.Thread(target=print, args=(\"thread ran\",)); t.start(); t.join()'\n"
+        "( echo forked )\n",
+    )
+    if SANDBOX.filter is None:
+        pytest.skip(f"no seccomp filter on this machine: {SANDBOX.describe()}")
+    result = runner.run(script).result
+    assert "MADE" not in result.stdout and "thread ran" in result.stdout and "forked" in result.stdout, result
+    assert "Operation not permitted" in result.stderr, result
+
+
 def test_one_run_s_processes_do_not_count_against_another_run(runner, lab):
     """Each run is a uid of its own: a run that holds nearly its whole process limit leaves another free."""
     if SANDBOX.run_uids is None:
