@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
 import socket
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -46,15 +48,19 @@ def scene(gpuop_cluster: KwokCluster, tmp_path_factory) -> Iterator[tuple[KwokCl
     assert wait_until(ready, 60)
     pods = gpuop_cluster.get_json("pods", "-n", NS, "-l", "app=agent")["items"]
     hidden = next(p for p in pods if p["spec"]["nodeName"] == "lab-node-1")
-    with DoctoredView(
-        gpuop_cluster.kubeconfig, {(NS, hidden["metadata"]["name"])}, tmp_path_factory.mktemp("view")
-    ) as view:
+    with (
+        DoctoredView(
+            gpuop_cluster.kubeconfig, {(NS, hidden["metadata"]["name"])}, tmp_path_factory.mktemp("view")
+        ) as view,
+        view.door(tcp=True) as door,
+    ):
+        view.test_door = door  # type: ignore[attr-defined]  # a run's door without a sandbox, for these tests
         yield gpuop_cluster, hidden, view
     gpuop_cluster.kubectl("delete", "namespace", NS, "--wait=false")
 
 
 def through(view: DoctoredView, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUBECONFIG": str(view.kubeconfig)}
+    env = {**os.environ, "KUBECONFIG": str(view.test_door.kubeconfig)}  # type: ignore[attr-defined]
     return subprocess.run(
         [str(toolchain.bin_dir() / "kubectl"), *args], env=env, capture_output=True, text=True, timeout=60
     )
@@ -103,7 +109,8 @@ def test_every_write_is_refused_and_recorded(scene):
     name = hidden["metadata"]["name"]
     for args in (("delete", "pod", name, "-n", NS), ("label", "node", "lab-node-0", "view=1"), ("apply", "-f", "-")):
         result = subprocess.run(
-            [str(toolchain.bin_dir() / "kubectl"), *args], env={**os.environ, "KUBECONFIG": str(view.kubeconfig)},
+            [str(toolchain.bin_dir() / "kubectl"), *args],
+            env={**os.environ, "KUBECONFIG": str(view.test_door.kubeconfig)},
             input=BYSTANDER.replace("bystander", "intruder"), capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert result.returncode != 0 and "read-only" in result.stderr, (args, result.stderr)
@@ -114,13 +121,16 @@ def test_every_write_is_refused_and_recorded(scene):
 
 
 def port_of(view: DoctoredView) -> int:
-    return int(json.loads(view.kubeconfig.read_text())["clusters"][0]["cluster"]["server"].rsplit(":", 1)[1])
+    door = view.test_door  # type: ignore[attr-defined]
+    server = json.loads(door.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    return int(server.rsplit(":", 1)[1].split("/")[0])
 
 
-def raw(view: DoctoredView, path: str) -> tuple[int, str]:
+def raw(view: DoctoredView, path: str, *, with_token: bool = True) -> tuple[int, str]:
     """One GET of ``path`` exactly as written (percent-escapes and all), as a hostile checker sends it."""
     connection = http.client.HTTPConnection("127.0.0.1", port_of(view), timeout=30)
-    connection.putrequest("GET", path, skip_accept_encoding=True)
+    secret = f"/{view.test_door.token}" if with_token else ""  # type: ignore[attr-defined]
+    connection.putrequest("GET", secret + path, skip_accept_encoding=True)
     connection.endheaders()
     response = connection.getresponse()
     return response.status, response.read().decode(errors="replace")
@@ -156,14 +166,15 @@ def test_a_malformed_request_is_refused_quietly_and_connections_are_bounded(scen
     """A path the API server's client would not send is a 400, not a traceback on the grader's output; and
     watches left open take at most MAX_CONNECTIONS of the view's threads, given back when they close."""
     _, _, view = scene
+    secret = view.test_door.token
     with socket.create_connection(("127.0.0.1", port_of(view)), timeout=10) as bad:
-        bad.sendall(b"GET /api/v1/namespaces/\x7f HTTP/1.1\r\nHost: view\r\n\r\n")
+        bad.sendall(b"GET /%s/api/v1/namespaces/\x7f HTTP/1.1\r\nHost: view\r\n\r\n" % secret.encode())
         assert bad.recv(4096).startswith(b"HTTP/1.1 400")
     port = port_of(view)
     held = []
     for _ in range(MAX_CONNECTIONS):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        connection.request("GET", f"/api/v1/namespaces/{NS}/pods?watch=true")
+        connection.request("GET", f"/{secret}/api/v1/namespaces/{NS}/pods?watch=true")
         assert connection.getresponse().status == 200
         held.append(connection)
     with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
@@ -198,3 +209,30 @@ def test_the_view_dials_out_for_no_script(scene, subresource):
     assert code == 403 and "objects only" in said, (code, said)
     code, listed = raw(view, f"/api/v1/namespaces/{NS}/pods/bystander")
     assert code == 200 and "bystander" in listed  # the object itself still reads
+
+
+def own_tcp_listeners() -> set[str]:
+    """The TCP ports this process listens on (its sockets' inodes, found in /proc/net/tcp)."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if (target := os.readlink(fd)).startswith("socket:["):
+                inodes.add(target[8:-1])
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return {row[1] for row in rows if row[3] == "0A" and row[9] in inodes}
+
+
+def test_a_view_has_no_open_door_on_the_host(scene, tmp_path):
+    """A view listens on Unix sockets in a folder only the grader enters; a run without a sandbox gets a TCP door
+    of its own that answers only its token: a process that finds the port (a scan) reads nothing."""
+    cluster, _, view = scene
+    code, said = raw(view, f"/api/v1/namespaces/{NS}/configmaps", with_token=False)
+    assert code == 401 and "another run's" in said and "kube-root-ca" not in said
+    assert raw(view, f"/api/v1/namespaces/{NS}/configmaps")[0] == 200  # with the door's own token
+    before = own_tcp_listeners()
+    with DoctoredView(cluster.kubeconfig, (), tmp_path / "view") as fresh:
+        assert own_tcp_listeners() == before  # the view itself opens no port
+        assert oct(fresh.socket.parent.stat().st_mode & 0o777) == "0o700"
+        with fresh.door() as door:  # a sandboxed run's door: a Unix socket only
+            assert door.kubeconfig is None and door.token is None and door.socket is not None
+            assert own_tcp_listeners() == before

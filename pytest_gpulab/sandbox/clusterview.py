@@ -9,15 +9,20 @@ it counting a node: desired, current, ready, available and up-to-date each drop 
 status stays self-consistent, as it did in the incident. Bodies are asked for as JSON (never
 protobuf or gzip) so they can be rewritten. Usable without pytest::
 
-    with DoctoredView(kubeconfig, hidden_pods={("ns", "pod")}, work_dir=tmp) as view:
-        run(script, env={**os.environ, "KUBECONFIG": str(view.kubeconfig)})
+    with DoctoredView(kubeconfig, hidden_pods={("ns", "pod")}, work_dir=tmp) as view, view.door(tcp=True) as door:
+        run(script, env={**os.environ, "KUBECONFIG": str(door.kubeconfig)})
     view.refused  # [("DELETE", "/api/v1/namespaces/ns/pods/x")]
+
+A view listens on Unix sockets only, in a folder only the grader's user may enter: a sandboxed script reaches it
+through its own forwarder inside its own network namespace. Only a run without a sandbox gets a loopback TCP
+door, its own, open for that run alone and answering only under the secret path its kubeconfig names.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import secrets
 import shutil
 import socket
 import socketserver
@@ -48,6 +53,7 @@ class Door:
     socket: Path | None  # None: nothing answers (an unreachable API server)
     kubeconfig: Path | None
     writes: list[Write] = field(default_factory=list)
+    token: str | None = None  # a TCP door's secret, the path of its kubeconfig's server URL, in that file alone
 
 
 @contextmanager
@@ -62,7 +68,7 @@ def closed_door(folder: Path) -> Iterator[Door]:
     try:
         held.bind(("127.0.0.1", 0))
         kubeconfig = folder / "unreachable-kubeconfig.yaml"
-        kubeconfig.write_text(DoctoredView._config(held.getsockname()[1]))
+        kubeconfig.write_text(DoctoredView._config(held.getsockname()[1], None))
         yield Door(None, kubeconfig)
     finally:
         held.close()
@@ -72,8 +78,8 @@ class DoctoredView:
     """A read-only proxy of the cluster at ``kubeconfig`` that hides ``hidden_pods`` ((namespace, name)) and
     shows each node named in ``taints`` with those taints too (a state the lab's own steps may not reach).
 
-    It serves on loopback TCP (``kubeconfig``) and on a Unix socket (``socket``, in a folder only the
-    grader's user may enter), which the sandbox binds into a script's network namespace.
+    It serves on Unix sockets only (``socket``, and one per :meth:`door`, in a folder only the grader's user may
+    enter), which the sandbox binds into a script's network namespace.
 
     Example:: with DoctoredView(live.source, {("ns", "pod")}, tmp) as view: runs.run("ns", cluster=True, view=view)
     """
@@ -93,7 +99,7 @@ class DoctoredView:
         self.upstream = Upstream(kubeconfig)
         hidden = set(hidden_pods)
         self.doctor = Doctor(hidden, self._owners(hidden) if fault is None else Counter(), taints)
-        self.kubeconfig = Path(work_dir) / "view-kubeconfig.yaml"
+        self.work_dir = Path(work_dir)
         self.refused: list[Write] = []
         self._doors = itertools.count(1)
         self.errors = 0  # requests whose handling failed (a malformed request, a client gone)
@@ -148,11 +154,14 @@ class DoctoredView:
         path = Path(self._socket_dir) / f"door-{number}.sock"
         door = Door(path, None)
         servers: list[socketserver.BaseServer] = [_UnixServer(str(path), _UnixProxy)]
-        if tcp:
+        if tcp:  # a run without a sandbox: its own port, answering only under its own secret path
             loopback = _TcpServer(("127.0.0.1", 0), _Proxy)
+            loopback.token = door.token = secrets.token_urlsafe(32)
             servers.append(loopback)
-            door.kubeconfig = self.kubeconfig.with_name(f"door-{number}-kubeconfig.yaml")
-            door.kubeconfig.write_text(self._config(loopback.server_address[1]))
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            door.kubeconfig = self.work_dir / f"door-{number}-kubeconfig.yaml"
+            door.kubeconfig.touch(mode=0o600)
+            door.kubeconfig.write_text(self._config(loopback.server_address[1], door.token))
         threads = [self._serve(server, door.writes) for server in servers]
         try:
             yield door
@@ -166,19 +175,15 @@ class DoctoredView:
                 door.kubeconfig.unlink(missing_ok=True)
 
     def __enter__(self) -> DoctoredView:
-        tcp = _TcpServer(("127.0.0.1", 0), _Proxy)
-        self._start(tcp)
         self._socket_dir = tempfile.mkdtemp(prefix="gpulab-view-")  # 0700: the grader's user alone enters
         self._start(_UnixServer(str(self.socket), _UnixProxy))
-        self.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-        self.kubeconfig.write_text(self._config(tcp.server_address[1]))
         return self
 
     @staticmethod
-    def _config(port: int) -> str:
+    def _config(port: int, token: str | None) -> str:
         return json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "view",
-            "clusters": [{"name": "view", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+            "clusters": [{"name": "view", "cluster": {"server": f"http://127.0.0.1:{port}/{token or ''}".rstrip("/")}}],
             "users": [{"name": "view", "user": {}}],
             "contexts": [{"name": "view", "context": {"cluster": "view", "user": "view"}}],
         })  # fmt: skip

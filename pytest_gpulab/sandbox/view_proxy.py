@@ -1,6 +1,6 @@
 """The read-only view's HTTP side: a proxy handler that forwards reads (GET, HEAD) to the API server,
-doctored, refuses every write with 405 and records it, and the bounded servers it runs in, on loopback
-TCP and on Unix sockets. A server carries its view (``server.view``) and the list its writes go to
+doctored, refuses every write with 405 and records it, and the bounded servers it runs in, on Unix sockets
+(and, for a run without a sandbox, a loopback TCP door that answers only under its secret path). A server carries its view (``server.view``) and the list its writes go to
 (``server.writes``: one per door, so a run's writes are its own)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import contextlib
 import http.client
 import json
 import re
+import secrets
 import socket
 import socketserver
 import threading
@@ -61,6 +62,8 @@ class _Proxy(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _refuse(self) -> None:
+        if not self._let_in():
+            return
         self.view.refused.append((self.command, self.path))
         if self.server.writes is not self.view.refused:  # type: ignore[attr-defined]
             self.server.writes.append((self.command, self.path))  # type: ignore[attr-defined]
@@ -82,8 +85,25 @@ class _Proxy(BaseHTTPRequestHandler):
             self._send(503, status(503, "ServiceUnavailable", "the API server is unavailable"))
         return self.view.fault is not None
 
+    def _let_in(self) -> bool:
+        """A TCP door answers only under its run's secret path (kubectl sends no bearer token over plain HTTP, so
+        the secret is the server URL's path in that run's kubeconfig): another process of the machine that finds
+        its port gets 401, and nothing of the cluster. The path is taken off before the request goes on."""
+        token = getattr(self.server, "token", None)
+        if token is None:
+            return True
+        prefix = f"/{token}"
+        if (
+            secrets.compare_digest(self.path[: len(prefix)], prefix)
+            and self.path[len(prefix) : len(prefix) + 1] in "/?"
+        ):
+            self.path = self.path[len(prefix) :] or "/"
+            return True
+        self._send(401, status(401, "Unauthorized", "this door of the view is another run's"))
+        return False
+
     def do_GET(self) -> None:
-        if self._faulted():
+        if not self._let_in() or self._faulted():
             return
         if UNSAFE_PATH.search(self.path):
             self._send(400, status(400, "BadRequest", "the path holds a character a URL may not"))
@@ -178,7 +198,7 @@ class _Bounded(socketserver.ThreadingMixIn):
 
 
 class _TcpServer(_Bounded, HTTPServer):
-    pass
+    token: str | None = None  # the secret path a request must start with
 
 
 class _UnixServer(_Bounded, socketserver.UnixStreamServer):
