@@ -223,3 +223,45 @@ def _webhook_on_every_write(port: int) -> dict:
             "failurePolicy": "Ignore", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 1,
         }],
     }  # fmt: skip
+
+
+def test_an_address_of_the_grading_machine_in_the_unit_of_each_kind_is_told_apart():
+    from pytest_gpulab.cluster.addresses import ADDRESSES, the_machine_s
+
+    for address in ("127.0.0.1", "::1", "169.254.169.254", "fe80::1", "0.0.0.0", "localhost", "metadata.localhost"):
+        assert the_machine_s(address), address
+    for address in ("10.0.0.1", "192.0.2.200", "gpu.example.com"):
+        assert not the_machine_s(address), address
+    pod = {"status": {"podIP": "10.0.0.1", "podIPs": [{"ip": "169.254.169.254"}]}}
+    assert ADDRESSES["/api/v1/pods"](pod) == ["10.0.0.1", "169.254.169.254"]
+    node = {
+        "status": {
+            "addresses": [{"type": "Hostname", "address": "localhost"}, {"type": "InternalIP", "address": "127.0.0.1"}]
+        }
+    }
+    assert ADDRESSES["/api/v1/nodes"](node) == ["127.0.0.1"]  # kwok's own Hostname, localhost, is not refused
+
+
+def test_a_snapshot_whose_objects_point_at_the_grading_machine_is_refused(tmp_path):
+    """Endpoints of a Service and a Pod's IP on the host's loopback or the metadata address: the API server would
+    dial them for a proxy. The bundle is refused with a sentence before any grading."""
+    from pytest_gpulab.cluster.kwok import KwokCluster
+    from pytest_gpulab.cohort.bundle import write_bundle
+    from pytest_gpulab.cohort.regrade import grade_bundle
+    from pytest_gpulab.labs import discover
+
+    (tmp_path / "root").mkdir()
+    metadata_service = json.dumps({"status": {"podIP": "169.254.169.254", "podIPs": [{"ip": "169.254.169.254"}]}})
+    loopback = json.dumps({"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}})
+    with KwokCluster.for_lab("gpuop", name="tests-bundle-loopback") as cluster:
+        cluster.kubectl("run", "canary", "--image=busybox", "-n", "default", "--overrides",
+                        json.dumps({"spec": {"nodeName": "lab-node-1"}}))  # fmt: skip
+        cluster.kubectl("patch", "pod", "canary", "-n", "default", "--subresource=status", "--type=merge",
+                        "-p", metadata_service)  # fmt: skip
+        cluster.kubectl("patch", "node", "lab-node-0", "--subresource=status", "--type=merge", "-p", loopback)
+        write_bundle(discover().get("gpuop"), tmp_path / "root", cluster, tmp_path / "loopback.gpulab.tar.gz")
+    outcome = grade_bundle(tmp_path / "loopback.gpulab.tar.gz", tmp_path / "out")
+    assert outcome.status == "refused", outcome.reason
+    reason = str(outcome.reason)
+    assert "grading machine's own" in reason and "nodes/lab-node-0 (127.0.0.1)" in reason, reason
+    assert "pods/default/canary (169.254.169.254)" in reason, reason

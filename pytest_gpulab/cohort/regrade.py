@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster import snapshot
+from ..cluster.addresses import addressed_home
 from ..cluster.kwok import KwokClusterError
 from ..labs.discovery import UnknownLab, discover
 from ..reports.report_file import write_atomically
@@ -117,6 +118,12 @@ def _grade_restored(
     started = time.monotonic()
     with snapshot.grading_cluster(opened.snapshot) as cluster:
         started = _timed(outcome, "cluster_start", started)
+        if home := addressed_home(cluster.api.items):
+            raise BundleRefused(
+                f"the bundle's cluster holds {', '.join(home[:5])}: an address that is the grading machine's own "
+                "(loopback, link-local or one of its interfaces), which the API server could be made to call; no lab "
+                "makes one"
+            )
         if calling := snapshot.calling_out(cluster):
             raise BundleRefused(
                 f"the bundle's cluster holds {', '.join(calling)}, which would have the grading cluster's API "
