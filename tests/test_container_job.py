@@ -28,6 +28,7 @@ from cohort_cases import BUNDLED_ROOT, verdicts
 from container_kit import PODMAN, pod_command, shared_volume, small_cohort
 
 from pytest_gpulab.cluster import toolchain
+from pytest_gpulab.cohort.regrade import SECRET_FILE
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 GPULAB = str(Path(sys.executable).with_name("gpulab"))
@@ -78,9 +79,13 @@ def cohort(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def host_results(cohort, tmp_path_factory) -> Path:
+def host_results(cohort, job, tmp_path_factory) -> Path:
+    """The same bundles graded by grade-batch on the host, their seeds keyed with the secret the Job's Pods made
+    once on the volume (as an instructor keeps one secret for a course's gradings)."""
     results = tmp_path_factory.mktemp("host") / "results"
-    batch = run([GPULAB, "grade-batch", str(cohort), "--jobs", "2", "--out", str(results)], 1800)
+    secret = job["volume"] / "results" / SECRET_FILE
+    command = [GPULAB, "grade-batch", str(cohort), "--jobs", "2", "--out", str(results), "--seed-secret", str(secret)]
+    batch = run(command, 1800)
     assert batch.returncode == 0, batch.stderr[-3000:]
     return results
 

@@ -30,6 +30,8 @@ cat "$cache"; grep -q OK "$cache"
 CACHES_BY_ITS_ARGUMENT = CACHES.replace(
     'cache="${TMPDIR:-/tmp}/answer"', 'cache="$HOME/.answer-$(printf %s "$1" | md5sum | cut -c1-8)"'
 )
+SED_IN_PLACE = RIGHT.replace("#!/bin/sh\n", "#!/bin/sh\nsed -i 's/\\r$//' \"$1\" || exit 2\n")
+FAILS = "#!/bin/sh\ncat /nonexistent/config.toml || exit 2\n"
 MARKS = RIGHT.replace("#!/bin/sh\n", '#!/bin/sh\necho "# checked" >>"$1" 2>/dev/null\n')
 CDS_FIRST = RIGHT.replace("#!/bin/sh\n", '#!/bin/sh\ncd "$(dirname "$0")" || exit 2\n')
 CHECKER = Checker("bin/check.sh", args=("DUMP",), file_args=(0,))
@@ -132,6 +134,16 @@ def test_a_cache_keyed_by_its_argument_is_found_out_by_the_same_command_line_run
     assert CACHES_BY_ITS_ARGUMENT != CACHES
     said = outcome(dict(contract_checks(CHECKER))["contract-second-run"], cases_of(CACHES_BY_ITS_ARGUMENT), tmp_path)
     assert said is not None and "with the same arguments" in said and "MISSING=nvidia" in said, said
+
+
+def test_a_checker_that_edits_its_input_in_place_fails_only_reads(cases_of, tmp_path):
+    """sed -i writes a file beside its input and renames it over: the copy's folder is writable, so it shows."""
+    said = outcome(dict(contract_checks(CHECKER))["contract-only-reads"], cases_of(SED_IN_PLACE), tmp_path)
+    assert said is not None and "wrote into the file it was given" in said, said
+
+
+def test_a_checker_that_fails_on_every_input_is_not_said_to_ignore_its_argument(cases_of, tmp_path):
+    assert outcome(dict(contract_checks(CHECKER))["contract-uses-its-argument"], cases_of(FAILS), tmp_path) is None
 
 
 def test_a_checker_that_writes_into_its_input_fails_only_reads(cases_of, tmp_path):

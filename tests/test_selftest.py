@@ -43,6 +43,7 @@ def verdicts(stdout: str) -> dict[str, tuple[str, str]]:
     return {label: (marks, verdict) for label, marks, verdict in rows}
 
 
+@pytest.mark.timeout(2400)  # every row graded live and from its bundle: a lab is some 100 to 220 gradings on 2 cores
 @pytest.mark.parametrize("lab", LAB_DIRS)
 def test_each_lab_proves_itself(lab):
     """The reference passes, the untouched start fails every step cleanly, every form passes and every trap

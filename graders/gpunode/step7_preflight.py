@@ -25,6 +25,7 @@ from pytest_gpulab.grading import (
     is_cordoned,
     is_custom,
     is_ready,
+    lab_nodes,
     listed,
     name_of,
     taints,
@@ -45,14 +46,14 @@ SYSTEM_TAINT_HINT = (
 )
 
 
-def blockers(live, shown=None):
-    """What the gate must refuse on, as the cluster's pools and nodes are now (with ``shown``, a node's extra
+def blockers(live, nodes, shown=None):
+    """What the gate must refuse on, as the cluster's pools and these nodes are now (with ``shown``, a node's extra
     taints), each with why, for the hint."""
     found = {
         f"BLOCKED=mcp/{name_of(p)}": f"the pool {name_of(p)} is Updating"
         for p in live.list("MachineConfigPool") if condition(p, "Updating").get("status") == "True"
     }  # fmt: skip
-    for node in live.list("Node"):  # every node: a gate guards the whole cluster
+    for node in nodes:
         name = name_of(node)
         if not is_ready(node) or is_cordoned(node):
             found[f"BLOCKED=node/{name}"] = f"{name} is {'cordoned' if is_cordoned(node) else 'not Ready'}"
@@ -107,19 +108,21 @@ def near_view(near_miss_cluster, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def checker_cases(gate, lab_cluster, shown, tainted_view, near_view, near_miss_cluster):
+def checker_cases(gate, lab_cluster, lab, shown, tainted_view, near_view, near_miss_cluster):
     """The cluster as it is, and the view with a custom taint more: their blockers differ."""
     live = lab_cluster.live_or_fail()
+    nodes = lab_nodes(live, lab.environment.node_names)  # the lab's own: a big cluster's others are not read
+    copied = near_miss_cluster.list("Node")  # the copy's, near misses and all
     ((node, (taint,)),) = shown.items()
     return Cases(
         gate,
-        Case("Run on the cluster as it is now", expected=frozenset(blockers(live))),
+        Case("Run on the cluster as it is now", expected=frozenset(blockers(live, nodes))),
         Case(f"With {node} also carrying the {taint['effect']} taint {taint['key']}", options={"view": tainted_view},
-             expected=frozenset(blockers(live, shown))),
+             expected=frozenset(blockers(live, nodes, shown))),
         near_misses=Case(
             "With a node lab-node-4 that is not Ready, a node lab-node-5 whose custom taint is PreferNoSchedule, a pool "
             "gpu Updating (its conditions Updating first) and a pool infra that is not updating",
-            options={"view": near_view}, expected=frozenset(blockers(near_miss_cluster))),
+            options={"view": near_view}, expected=frozenset(blockers(near_miss_cluster, copied))),
     )  # fmt: skip
 
 
@@ -138,8 +141,8 @@ def pools_as_step_5_makes_them(live):
     )
 
 
-def test_gate_at_the_end_state(gate, live):
-    expected = blockers(live)
+def test_gate_at_the_end_state(gate, live, lab):
+    expected = blockers(live, lab_nodes(live, lab.environment.node_names))
     run = gate.run(cluster=True)
     expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", set(expected), prefix="BLOCKED",
@@ -148,8 +151,8 @@ def test_gate_at_the_end_state(gate, live):
     )  # fmt: skip
 
 
-def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, shown, tainted_view):
-    expected = blockers(live, shown)
+def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown, tainted_view):
+    expected = blockers(live, lab_nodes(live, lab.environment.node_names), shown)
     ((node, (taint,)),) = shown.items()
     expect_verdict(
         gate.run(cluster=True, view=tainted_view).result, SCRIPT,

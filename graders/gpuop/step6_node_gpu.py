@@ -59,8 +59,8 @@ def test_node_gpu_table(learner, live, lab):
         detail=table,
     )
     wrong = [
-        f"{name} should read {' or '.join(str(a) if a else 'none' for a in sorted(allowed, reverse=True))}, as the "
-        f"cluster advertises it, found {shown(bad[0])}"
+        f"{name} should read {' or '.join(str(a) if a else 'none' for a in sorted(allowed, reverse=True))}, found "
+        f"{shown(bad[0])}"
         for name, allowed in expected.items()
         if (bad := [amount for amount in table[name] if amount not in allowed])
     ]
@@ -68,4 +68,4 @@ def test_node_gpu_table(learner, live, lab):
         name for name, amounts in table.items() if name not in expected and all(isinstance(a, int) for a in amounts)
     ]
     wrong += [f"{name} is not a node of this cluster" for name in unknown]
-    expect(not wrong, f"{TABLE}: {'; '.join(wrong)}.", detail=table)
+    expect(not wrong, f"{TABLE}: {'; '.join(wrong)} (as the cluster advertises each node's GPUs).", detail=table)

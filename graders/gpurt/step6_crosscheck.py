@@ -177,10 +177,15 @@ def blind_to(version, loaded, printed):
     """The hint for a script that finds none of the runtimes a dump loads: it reads the other version's layout."""
     if not loaded or not {f"MISSING={handler}" for handler in loaded} <= printed:
         return None
-    plugin = CRI_V2 if version == 2 else CRI_V3_RUNTIME
+    if version == 2:
+        return (
+            f"It found no runtime in this version-2 dump, which loads {listed(sorted(loaded))}: version 2 keeps them "
+            f'under plugins."{CRI_V2}".containerd.runtimes. Read the runtimes of both layouts.'
+        )
     return (
-        f"It found no runtime in this version-{version} dump, which loads {listed(sorted(loaded))}: version "
-        f'{version} keeps them under plugins."{plugin}".containerd.runtimes. Read the runtimes of both layouts.'
+        f"It found no runtime in this version-3 dump, which loads {listed(sorted(loaded))}: containerd 2.x writes them "
+        f"under plugins.'{CRI_V3_RUNTIME}'.containerd.runtimes, its table names in single quotes. Read the dump as "
+        "TOML (python3's tomllib), or match both layouts and both quotings."
     )
 
 

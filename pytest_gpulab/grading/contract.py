@@ -17,7 +17,14 @@ from ..sandbox.script_result import ScriptResult, said
 from .checker import CONTRACT, Case, Cases, Check, Checker, expect_answer
 from .feedback import GradingError, StepFailed, expect, listed
 from .keeps import Keeps
-from .verdicts import FAILING_API, expect_fails_closed, expect_read_only, expect_uses_its_argument
+from .verdicts import (
+    FAILING_API,
+    expect_fails_closed,
+    expect_read_only,
+    expect_uses_its_argument,
+    findings_in,
+    says_ok,
+)
 
 
 def _verdict(checker: Checker, cases: Cases, case: Case, given: str, **changes: Any) -> None:
@@ -44,6 +51,15 @@ def fails_closed(checker: Checker, fault: str) -> Check:
     return check
 
 
+def _digest_or_none(path: Path) -> str | None:
+    """The file's bytes, inode and modification time, as one digest: sed -i that changes no byte still wrote it."""
+    try:
+        stat = path.stat()
+        return f"{_digest(path)}:{stat.st_ino}:{stat.st_mtime_ns}"
+    except OSError:  # removed, or made a folder
+        return None
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -52,15 +68,18 @@ def only_reads(checker: Checker) -> Check:
     def check(checker_cases: Cases, tmp_path: Path) -> None:
         __tracebackhide__ = True
         for case in (checker_cases.findings, checker_cases.other):
-            args, digests = list(case.args), dict[int, str]()
+            args, digests = list(case.args), dict[int, str | None]()
             for position in (n for n in checker.file_args if n < len(args)):  # a writable copy, so a write shows
-                copy = tmp_path / f"{len(digests)}-{Path(args[position]).name}"
+                folder = tmp_path / f"{case is checker_cases.other:d}-{position}"  # its own: sed -i writes beside it
+                folder.mkdir()
+                copy = folder / Path(args[position]).name
                 shutil.copyfile(args[position], copy)
-                copy.chmod(0o666)  # whichever uid the run is given may write it, so that a write shows
-                digests[position], args[position] = _digest(copy), str(copy)
+                copy.chmod(0o666)  # whichever uid the run is given may write it, and its folder, so that a write shows
+                folder.chmod(0o777)
+                digests[position], args[position] = _digest_or_none(copy), str(copy)
             options = case.run_options(checker, keeps=Keeps(writable_inputs=True)) if digests else {}
             run = checker_cases.runs.run(*args, **(options or case.run_options(checker)))
-            changed = [case.args[n] for n, digest in digests.items() if _digest(Path(args[n])) != digest]
+            changed = [case.args[n] for n, digest in digests.items() if _digest_or_none(Path(args[n])) != digest]
             expect(
                 not changed,
                 f"{case.given}, {checker.script} wrote into the file it was given ({listed(changed)}); a checker only "
@@ -82,11 +101,20 @@ def uses_its_argument(checker: Checker) -> Check:
             run = checker_cases.runs.run(*case.args, **case.run_options(checker))
             given[" ".join(case.args) or "no argument"] = run.result
         missed = _right(checker, next(iter(given.values())), other)
+        answered = all(_answered(checker, result) for result in given.values())  # a failing run ignores nothing
         expect_uses_its_argument(
-            checker.script, given, argument=f"its argument ({listed(checker.args)})", expected_differ=not missed
-        )
+            checker.script, given, argument=f"its argument ({listed(checker.args)})",
+            expected_differ=answered and not missed,
+        )  # fmt: skip
 
     return check
+
+
+def _answered(checker: Checker, result: ScriptResult) -> bool:
+    """Whether the run gave a verdict at all (findings or OK, exit 0 or 1), rather than failing."""
+    if result.timed_out or result.exit_code not in (0, 1):
+        return False
+    return checker.finding is None or bool(findings_in(result.stdout, checker.finding) or says_ok(result.stdout))
 
 
 STALE_HINT = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from .feedback import StepFailed, fail
+from .feedback import StepFailed, fail, listed
 from .learner import LearnerFile
 from .live import LiveCluster, split_name
 
@@ -50,6 +50,15 @@ def not_applied(live: LiveCluster, file: LearnerFile, kind: str, name: str, writ
         fail(
             f"The {kind} {name} is not in the cluster: the API server refuses {file} ({refusal}).",
             hint=f"Fix the file, then apply it: kubectl apply -f {file}.",
+            detail={"written": written},
+        )
+    namespace, bare = split_name(name)
+    elsewhere = [] if namespace is None else live.list(kind, fields=f"metadata.name={bare}")
+    others = sorted({str((obj.get("metadata") or {}).get("namespace")) for obj in elsewhere} - {namespace})
+    if others:
+        fail(
+            f"The {kind} {name} is not in the cluster: {bare} is in {listed(others)} instead. Apply {file} to "
+            f"{namespace} (kubectl apply -n {namespace} -f {file}) and delete the one in {listed(others)}.",
             detail={"written": written},
         )
     fail(

@@ -127,9 +127,10 @@ class ScriptRunner:
         seen += [Exposure(tool, tool) for tool in tool_paths(env.get("PATH", "")) if tool != Path("/")]
         seen.append(Exposure(shim_path().parent, shim_path().parent))
         given = [Path(arg) for arg in args if arg.startswith("/") and os.path.isfile(arg)]  # no socket, no device
-        read_only = not keeps.writable_inputs
-        seen += [Exposure(path, path, read_only) for path in given if root is None or root not in path.parents]
-        return seen
+        given = [path for path in given if root is None or root not in path.parents]
+        if keeps.writable_inputs:  # copies in folders of their own: writable whole, so sed -i's temporary file shows
+            return seen + [Exposure(folder, folder, read_only=False) for folder in {path.parent for path in given}]
+        return seen + [Exposure(path, path) for path in given]
 
     def _plan(
         self,
