@@ -106,7 +106,9 @@ def scheduler_said(live):
     """What the scheduler said of a100-job: its PodScheduled condition's message and its FailedScheduling events'."""
     pod = live.get("Pod", "research/a100-job")
     said = [condition(pod, "PodScheduled").get("message")] if pod else []
-    events = live.list("Event", "research", fields="involvedObject.name=a100-job")
+    # The first events by name, which is by time: what the scheduler said while the learner looked (a busy cluster
+    # makes it say more since, and the read stays the same size).
+    events = live.list("Event", "research", fields="involvedObject.name=a100-job,reason=FailedScheduling", limit=20)
     said += [event.get("message") for event in events if event.get("reason") == "FailedScheduling"]
     return [message for message in said if isinstance(message, str) and message.strip()]
 

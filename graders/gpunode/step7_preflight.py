@@ -34,6 +34,7 @@ from pytest_gpulab.grading import (
 pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15, needs=5)
 
 SCRIPT = "bin/preflight.sh"
+NEAR_MISS = "gpulab.example/near-miss"  # the label of the nodes near-misses/objects.yaml adds to the copy
 KINDS = ("mcp/", "node/", "taint/")  # the lab asks for at least these; a gate may block on more
 CHECKER = Checker(SCRIPT, finding="BLOCKED", reads_cluster=True, kinds=KINDS)
 SAVED = "out/preflight.txt"
@@ -112,7 +113,8 @@ def checker_cases(gate, lab_cluster, lab, shown, tainted_view, near_view, near_m
     """The cluster as it is, and the view with a custom taint more: their blockers differ."""
     live = lab_cluster.live_or_fail()
     nodes = lab_nodes(live, lab.environment.node_names)  # the lab's own: a big cluster's others are not read
-    copied = near_miss_cluster.list("Node")  # the copy's, near misses and all
+    copied = lab_nodes(near_miss_cluster, lab.environment.node_names)  # the copy's, and its near misses
+    copied += near_miss_cluster.list("Node", labels={NEAR_MISS: "true"})
     ((node, (taint,)),) = shown.items()
     return Cases(
         gate,

@@ -171,10 +171,14 @@ class LiveCluster:
         *,
         labels: Mapping[str, str] | str | None = None,
         fields: str | None = None,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """The ``kind`` objects in ``namespace`` (all namespaces if None), by label and field selector."""
+        """The ``kind`` objects in ``namespace`` (all namespaces if None), by label and field selector; with
+        ``limit``, the first so many in the API server's order (by name), so a read cannot grow with the cluster."""
         resource = self.resource(kind)
         query = {key: value for key, value in (("labelSelector", selector(labels)), ("fieldSelector", fields)) if value}
+        if limit is not None:
+            query["limit"] = str(limit)
         items = (self.get_path(resource.path(namespace=namespace), **query) or {}).get("items", []) if resource else []
         return [item for item in items if isinstance(item, dict)]
 
