@@ -250,6 +250,18 @@ def test_no_script_makes_a_user_namespace_as_root_or_not(runner, lab):
     assert "Operation not permitted" in result.stderr, result
 
 
+def test_a_script_writes_its_own_files_in_home_beside_a_tool_that_lives_there(runner, lab):
+    """The pinned kubectl lives in the grader's ~/.cache: a script that reads the cluster finds it there, read-only,
+    and may still keep files of its own in ~/.cache, as on a learner's machine (the folder is its blank's)."""
+    script = write(
+        lab,
+        '#!/bin/sh\nmkdir -p "$HOME/.cache/mine" && echo kept >"$HOME/.cache/mine/f" && cat "$HOME/.cache/mine/f"\n'
+        "kubectl version --client >/dev/null && echo kubectl-runs\n",
+    )
+    result = runner.run(script, cluster=True).result
+    assert result.exit_code == 0 and "kept" in result.stdout and "kubectl-runs" in result.stdout, result
+
+
 def test_one_run_s_processes_do_not_count_against_another_run(runner, lab):
     """Each run is a uid of its own: a run that holds nearly its whole process limit leaves another free."""
     if SANDBOX.run_uids is None:

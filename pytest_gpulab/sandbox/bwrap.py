@@ -109,7 +109,7 @@ def _blank(path: Path) -> list[str]:
 
 def _mounts(layout: Layout) -> list[str]:
     """Blanks and exposures, a folder before what goes inside it; the folders leading to them made 0755
-    (bubblewrap would make some 0700, out of the script's reach)."""
+    (bubblewrap would make some 0700, out of the script's reach), or 1777 inside a writable place."""
     places: list[tuple[Path, list[str]]] = [(blank, _blank(blank)) for blank in layout.blanks]
     for seen in layout.exposures:
         places.append((seen.target, ["--ro-bind" if seen.read_only else "--bind", str(seen.source), str(seen.target)]))
@@ -121,7 +121,12 @@ def _mounts(layout: Layout) -> list[str]:
                 (Path(__file__).with_name("forward.py"), FORWARDER_INSIDE),
             ]
         places += [(target, ["--ro-bind", str(source), str(target)]) for source, target in bound]
-    places += [(folder, ["--perms", "0755", "--dir", str(folder)]) for folder in _leading_folders(layout, places)]
+    writable = [*layout.blanks, *(seen.target for seen in layout.exposures if not seen.read_only)]
+    for folder in _leading_folders(layout, places):
+        # Inside a writable place ($HOME, a scratch) the script may add its own beside a tool's folder (~/.cache):
+        # sticky and open to all, as /tmp is; elsewhere only entered.
+        perms = "1777" if any(place in folder.parents for place in writable) else "0755"
+        places.append((folder, ["--perms", perms, "--dir", str(folder)]))
     places.sort(key=lambda place: len(place[0].parts))
     return [arg for _, args in places for arg in args]
 
