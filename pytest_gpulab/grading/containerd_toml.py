@@ -54,14 +54,20 @@ def cri_containerd(document: dict[str, Any], display: str, plugin: str = CRI_V2)
     """
     __tracebackhide__ = True
     table = dig(document, "plugins", plugin, "containerd")
-    if isinstance(table, dict):
-        return table
-    if has_unquoted_plugin_path(document, plugin):
+    if has_unquoted_plugin_path(document, plugin):  # beside the quoted table or instead of it: containerd ignores it
+        what = (
+            "sets part of its settings under"
+            if isinstance(table, dict)
+            else f'has no plugins."{plugin}" table: it writes'
+        )
         fail(
-            f'{display} has no plugins."{plugin}" table: the parser sees plugins.{plugin} as nested tables.',
+            f"{display} {what} plugins.{plugin} without quotes, which the parser reads as nested tables (plugins, io, "
+            "containerd, ...) that containerd ignores.",
             hint=UNQUOTED_HINT,
             detail=document,
         )
+    if isinstance(table, dict):
+        return table
     other, version = (CRI_V3_RUNTIME, 3) if plugin == CRI_V2 else (CRI_V2, 2)
     if isinstance(dig(document, "plugins", other, "containerd"), dict):
         fail(
