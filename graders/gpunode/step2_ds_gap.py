@@ -52,10 +52,13 @@ def test_labels_against_pods(learner, lab):
     )
 
 
-def never_restarted(pods, daemonset):
+def never_restarted(pods, daemonset, generation):
     """Whether the DaemonSet's Pod on the tainted node is as old as one on another node: it was never deleted.
     (Deleted, it came back only once the taint went, after the others; a rollout restart also renews the others
-    first.) No Pod there: the gap is still open, which step 8 judges."""
+    first.) No Pod there: the gap is still open, which step 8 judges. A DaemonSet changed since it was made
+    (generation past 1) may have renewed every Pod since, so its Pods tell nothing of step 2: not judged."""
+    if generation != 1:
+        return False
     own = [pod for pod in pods if daemonset_owner(pod) == daemonset]
     there = [str(dig(p, "metadata", "creationTimestamp")) for p in own if dig(p, "spec", "nodeName") == TAINTED]
     elsewhere = [str(dig(p, "metadata", "creationTimestamp")) for p in own if dig(p, "spec", "nodeName") != TAINTED]
@@ -66,7 +69,8 @@ def test_both_agents_were_restarted_on_the_tainted_node(live):
     pods = live.list("Pod", OPERATOR)
     missing = [name for name in AGENTS if not any(daemonset_owner(pod) == name for pod in pods)]
     blocked_unless(not missing, f"a Pod of {listed(missing)} in {OPERATOR}, which step 1 deploys,", step=1)
-    kept = [name for name in AGENTS if never_restarted(pods, name)]
+    generations = {name_of(ds): dig(ds, "metadata", "generation") for ds in live.list("DaemonSet", OPERATOR)}
+    kept = [name for name in AGENTS if never_restarted(pods, name, generations.get(name))]
     expect(
         not kept,
         f"The {listed(kept)} Pod on {TAINTED} is as old as its Pods on the other nodes: it was never deleted, so the "

@@ -99,7 +99,8 @@ def checker_cases(stale, pools, thresholds, near_view, near_miss_cluster):
     near = {name_of(pool): updating_since(pool) for pool in near_miss_cluster.list("MachineConfigPool")}
     given = (
         f"With the threshold {below} minutes, and besides worker a pool gpu Updating since 2024-10-29 whose "
-        "conditions come Updating first, and a pool infra that is not updating"
+        "conditions come Updating first, a pool infra that is not updating and a pool degraded whose Updated is "
+        "False but which is not updating either"
     )
     nearby = Case(given, (str(below),), {"view": near_view}, frozenset(stale_at(near, below)))
     return Cases(stale, case("below"), case("above"), near_misses=nearby, changed=nearby)

@@ -122,8 +122,9 @@ def checker_cases(gate, lab_cluster, lab, shown, tainted_view, near_view, near_m
         Case(f"With {node} also carrying the {taint['effect']} taint {taint['key']}", options={"view": tainted_view},
              expected=frozenset(blockers(live, nodes, shown))),
         near_misses=Case(
-            "With a node lab-node-4 that is not Ready, a node lab-node-5 whose custom taint is PreferNoSchedule, a pool "
-            "gpu Updating (its conditions Updating first) and a pool infra that is not updating",
+            "With a node lab-node-4 that is not Ready, a node lab-node-5 whose custom taint is PreferNoSchedule, a node "
+            "lab-node-6 with the NoSchedule taint node-role.kubernetes.io/control-plane (not one of node.kubernetes.io/), "
+            "a pool gpu Updating (its conditions Updating first) and pools infra and degraded that are not updating",
             options={"view": near_view}, expected=frozenset(blockers(near_miss_cluster, copied))),
     )  # fmt: skip
 
