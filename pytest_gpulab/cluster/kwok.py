@@ -112,13 +112,16 @@ class KwokCluster:
         return self.cluster_dir / "kubeconfig.yaml"
 
     def environment(self) -> dict[str, str]:
-        """The caller's environment with this cluster's binaries first on PATH and its kubeconfig."""
+        """The caller's environment with this cluster's binaries first on PATH, its kubeconfig and its own kubectl cache."""
         env = environ_now()  # not dict(os.environ): another thread may set a variable meanwhile
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         env["KWOK_KUBE_VERSION"] = f"v{toolchain.pinned_versions().kubernetes}"
         if self.workdir is not None:
             env["KWOK_WORKDIR"] = str(self.workdir)
             env["KUBECONFIG"] = str(self.kubeconfig)
+            # kubectl caches discovery under ~/.kube/cache by host:port; a later cluster on a reused port
+            # would be read with the kinds of an earlier one ("could not find the requested resource").
+            env["KUBECACHEDIR"] = str(self.workdir / "kubectl-cache")
         return env
 
     # -- lifecycle -------------------------------------------------------------
