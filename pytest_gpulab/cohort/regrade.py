@@ -39,6 +39,7 @@ from ..cluster.addresses import addressed_home
 from ..cluster.kwok import KwokClusterError
 from ..labs.discovery import UnknownLab, discover
 from ..reports.report_file import write_atomically
+from ..sandbox.confine import Sandbox, probe
 from .bundle import sha256_file, tool_versions
 from .unbundle import BundleRefused, OpenedBundle, open_bundle
 from .warm import COLD, Gradings
@@ -106,17 +107,22 @@ def _pytest_args(
     ]  # fmt: skip
 
 
-def _grade_restored(
-    opened: OpenedBundle,
-    outcome: Outcome,
-    out: Path,
-    work: Path,
-    lab_dirs: Sequence[Path],
-    gradings: Gradings,
-    extra: Sequence[str] = (),
-) -> None:
-    started = time.monotonic()
-    with snapshot.grading_cluster(opened.snapshot) as cluster:
+@dataclass(frozen=True)
+class _Grading:
+    """One bundle's grading: the opened bundle, its outcome and results folder, and how to run pytest."""
+
+    opened: OpenedBundle
+    outcome: Outcome
+    out: Path
+    work: Path
+    lab_dirs: Sequence[Path]
+    gradings: Gradings
+    extra: Sequence[str] = ()
+
+
+def _grade_restored(job: _Grading) -> None:
+    outcome, started = job.outcome, time.monotonic()
+    with snapshot.grading_cluster(job.opened.snapshot) as cluster:
         started = _timed(outcome, "cluster_start", started)
         if home := addressed_home(cluster.api.items):
             raise BundleRefused(
@@ -129,35 +135,49 @@ def _grade_restored(
                 f"the bundle's cluster holds {', '.join(calling)}, which would have the grading cluster's API "
                 "server call out to an address of the bundle's choosing; no lab makes one"
             )
-        run_dir = work / "run"  # pytest's rootdir: nothing of the learner's is in it
+        run_dir = job.work / "run"  # pytest's rootdir: nothing of the learner's is in it
         run_dir.mkdir(exist_ok=True)
-        args = _pytest_args(opened, cluster.kubeconfig, out, outcome.seed or 0, lab_dirs, extra)
-        returncode = gradings.run(
-            args, cwd=run_dir, env=cluster.environment(), output=out / "output.txt", timeout=GRADING_TIMEOUT
+        args = _pytest_args(job.opened, cluster.kubeconfig, job.out, outcome.seed or 0, job.lab_dirs, job.extra)
+        returncode = job.gradings.run(
+            args, cwd=run_dir, env=cluster.environment(), output=job.out / "output.txt", timeout=GRADING_TIMEOUT
         )
         _timed(outcome, "grading", started)
-    _read_report(outcome, out, returncode)
+    _read_report(outcome, job.out, returncode)
 
 
-def _grade_with_a_second_try(
-    opened: OpenedBundle,
-    outcome: Outcome,
-    out: Path,
-    work: Path,
-    lab_dirs: Sequence[Path],
-    gradings: Gradings,
-    extra: Sequence[str] = (),
-) -> None:
+def _grade_with_a_second_try(job: _Grading) -> None:
     """A cluster that did not come up on the snapshot is not the bundle's fault (a snapshot etcd cannot restore
-    is): a second one is tried, and what the failure said kept in ``cluster-logs.txt``."""
+    is): a second one is tried, and what the failure said kept in ``cluster-logs.txt``. Nor is a script starved
+    of CPU by a busy machine (``MachineBusy``): the bundle is graded again."""
     for attempt in range(1, CLUSTER_ATTEMPTS + 1):
         try:
-            return _grade_restored(opened, outcome, out, work, lab_dirs, gradings, extra)
+            _grade_restored(job)
         except KwokClusterError as error:
-            (out / "cluster-logs.txt").write_text(f"attempt {attempt}: {error}\n")
+            (job.out / "cluster-logs.txt").write_text(f"attempt {attempt}: {error}\n")
             if attempt == CLUSTER_ATTEMPTS:
                 raise
-            outcome.warnings.append(f"attempt {attempt}: {error}; graded in another cluster")
+            job.outcome.warnings.append(f"attempt {attempt}: {error}; graded in another cluster")
+            continue
+        busy = _busy_checks(job.out)
+        if not busy or attempt == CLUSTER_ATTEMPTS:
+            return
+        job.outcome.warnings.append(
+            f"attempt {attempt}: {', '.join(busy)} ran out of time on a busy machine (MachineBusy); graded again"
+        )
+
+
+def _busy_checks(out: Path) -> list[str]:
+    """The checks whose scripts the machine starved, as the report names them."""
+    try:
+        report = json.loads((out / "report.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [
+        str(check.get("id") or check.get("name"))
+        for step in report.get("steps") or []
+        for check in step.get("checks") or []
+        if check.get("error") == "MachineBusy"
+    ]
 
 
 def _read_report(outcome: Outcome, out: Path, returncode: int) -> None:
@@ -213,6 +233,18 @@ def _open(
     return opened
 
 
+def scripts_unconfined(sandbox: Sandbox) -> str | None:
+    """Why a bundle may not be graded on this machine: its scripts would run as the grader's own user, who can
+    read and write every bundle and result (no sandbox, and not root to give each a uid of its own)."""
+    if sandbox.namespaces or sandbox.run_uids is not None:
+        return None
+    return (
+        "this machine cannot confine learner scripts, which would run as the grader's own user and reach every "
+        f"bundle and result: {'; '.join(sandbox.missing)}. In a Pod, allow what bubblewrap needs (user namespaces: "
+        "the Job's seccomp profile and a kernel that permits them), or grade where it runs"
+    )
+
+
 def grade_bundle(
     bundle: Path,
     out: Path,
@@ -232,13 +264,17 @@ def grade_bundle(
     (out / "outcome.json").unlink(missing_ok=True)
     outcome = Outcome(learner or learner_name(bundle), bundle.name, sha256_file(bundle) if bundle.is_file() else "")
     started = time.monotonic()
+    if (unsafe := scripts_unconfined(probe())) is not None:
+        outcome.reason = unsafe
+        write_atomically(out / "outcome.json", outcome.as_dict())
+        return outcome
     with tempfile.TemporaryDirectory(prefix="gpulab-grade-") as work:
         try:
             secret = seed_secret(out.parent, seed_secret_file) if seed is None else b""
             opened = _open(bundle, outcome, Path(work), lab_dirs, seed, secret)
             write_atomically(out / "bundle.json", opened.manifest)
             _timed(outcome, "open", started)
-            _grade_with_a_second_try(opened, outcome, out, Path(work), lab_dirs, gradings, extra_args)
+            _grade_with_a_second_try(_Grading(opened, outcome, out, Path(work), lab_dirs, gradings, extra_args))
         except (BundleRefused, snapshot.SnapshotRefused) as refusal:
             outcome.status, outcome.reason = REFUSED, str(refusal)
         except (KwokClusterError, subprocess.TimeoutExpired, OSError) as error:

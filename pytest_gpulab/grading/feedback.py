@@ -59,6 +59,10 @@ class GradingError(StepFailed):
     """
 
 
+class MachineBusy(GradingError):
+    """A learner's script ran out of time because the machine gave it no CPU: graded again, never failed."""
+
+
 def blocked_unless(condition: object, missing: str, *, step: int | None = None, detail: Any = None) -> None:
     """Block the step, naming what is ``missing`` ("the Pod gpu-lab/cuda-probe"), unless ``condition``.
 

@@ -27,7 +27,7 @@ from ..sandbox.containerd import FakeContainerd, shim_path
 from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
 from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
 from ..sandbox.stage import Stage, StagedRun
-from .feedback import fail
+from .feedback import MachineBusy, fail
 from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
 from .learner import LearnerFile
 from .runs import Run as Run  # its first home, where labs import it from
@@ -41,6 +41,22 @@ def path_without(command: str, path: str) -> str:
     """``path`` without the directories that hold an executable ``command``."""
     kept = [d for d in path.split(os.pathsep) if d and not os.access(os.path.join(d, command), os.X_OK)]
     return os.pathsep.join(kept)
+
+
+def _not_starved(path: Path, result: ScriptResult) -> None:
+    """A run that ran out of time because the machine gave it no CPU is the grading's error, not the learner's."""
+    __tracebackhide__ = True
+    if result.starved and result.cpu is not None:
+        raise MachineBusy(
+            f"{path.name} ran out of time while the grading machine was too busy to run it; this is not your "
+            "mistake. Grade again; if it happens again, tell the course staff.",
+            detail={
+                "timeout": result.timeout,
+                "seconds": round(result.duration, 3),
+                "waited_for_cpu": round(result.cpu.waited, 3),
+                "cpu_seconds": round(result.cpu.used, 3),
+            },
+        )
 
 
 @dataclass(frozen=True)
@@ -258,6 +274,7 @@ class ScriptRunner:
                 staged.end(fake)
         if door is not None:
             result = replace(result, writes=tuple(door.writes))
+        _not_starved(path, result)
         return LearnerRun(result, fake, user)
 
     def _user(self, keeps: Keeps) -> int | None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..cluster.environ import environ_now
+from .cgroups import CpuTime, RunGroup
 from .confine import Layout, Sandbox, seccomp_fd
 from .pipes import Budget, PipeReader
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
@@ -118,6 +119,8 @@ class ScriptRun:
         self.flood = threading.Event()
         self.timed_out = self.flooded = False
         self.returncode: int | None = None
+        self.group: RunGroup | None = None  # a sandboxed run's control groups (cgroups.py)
+        self.cpu: CpuTime | None = None
 
     def _sandboxed_start_error(self) -> ScriptResult | None:
         """In the sandbox the exec happens out of sight: decide bash, or a missing #! interpreter, here."""
@@ -159,8 +162,10 @@ class ScriptRun:
     def _spawn(self) -> subprocess.Popen[bytes]:
         if self.sandbox is None:
             return self._popen(self.command, self.env, ())
+        if self.group is None:
+            self.group = RunGroup.make(self.sandbox.sandbox.limits.processes)
         with seccomp_fd(self.sandbox.sandbox.filter) as fd:
-            command = self.sandbox.wrap(self.command, self.env, fd)
+            command = self.group.command(self.sandbox.wrap(self.command, self.env, fd))
             return self._popen(command, self.sandbox.environment(self.env), () if fd is None else (fd,))
 
     def _popen(self, command: list[str], env: Mapping[str, str], fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
@@ -177,6 +182,8 @@ class ScriptRun:
         )
 
     def _not_started(self, exc: BaseException) -> ScriptResult:
+        if self.group is not None:
+            self.group.close()
         if self.ran_with_bash:
             reason, exit_code = _start_reason(exc, self.script), None
         else:
@@ -218,11 +225,15 @@ class ScriptRun:
         # Whatever happened, nothing of the script's process group outlives
         # the run (background jobs included); the leader is not reaped yet,
         # so its pid cannot have been reused.
+        if self.group is not None:
+            self.cpu = self.group.cpu_time(self.proc.pid)  # the leader not reaped yet: its own wait is there
         killpg(self.proc.pid)
         try:
             self.returncode = self.proc.wait(timeout=self.limits.kill_wait)
         except subprocess.TimeoutExpired:
             self.returncode = None
+        if self.group is not None:
+            self.group.close()
         streams = (self.out, self.err)
         drain_deadline = time.monotonic() + self.limits.drain_wait
         for stream in streams:
@@ -264,6 +275,7 @@ class ScriptRun:
             stdout_truncated=out.total > len(out.kept),
             stderr_truncated=err.total > len(err.kept),
             signal=sig,
+            cpu=self.cpu,
         )
 
 

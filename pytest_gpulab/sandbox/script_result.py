@@ -7,6 +7,8 @@ import re
 import signal
 from dataclasses import dataclass
 
+from .cgroups import CpuTime, starved
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -55,6 +57,12 @@ class ScriptResult:
     signal: int | None = None  # the signal that ended it, if it was not us
     start_error: str | None = None  # the script could not be started at all
     writes: tuple[tuple[str, str], ...] = ()  # the changes it asked of the cluster's view, all refused
+    cpu: CpuTime | None = None  # what its processes had of the CPU, where the kernel kept it (cgroups.py)
+
+    @property
+    def starved(self) -> bool:
+        """Whether it ran out of time while the machine kept it waiting for a CPU: not the script's doing."""
+        return self.timed_out and starved(self.cpu, self.duration)
 
     def describe(self) -> str:
         """A short human summary: "exited 1", "was stopped after 20 s (timeout)"."""
