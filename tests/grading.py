@@ -33,3 +33,20 @@ def solve(lab: str, cluster: KwokCluster, root: Path, *steps: int) -> None:
         env=cluster.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, f"reference solution failed:\n{result.stderr[-4000:]}"
+
+
+# A cluster-scoped custom resource of the tests' own, for what discovery and a copy make of a kind.
+WIDGET_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.tests.gpulab.example}
+spec:
+  group: tests.gpulab.example
+  scope: Cluster
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"""

@@ -4,7 +4,8 @@ takes no more than a quarter longer than beside another honest bundle.
 
 The starver is gpurt's reference with its crosscheck (``bin/rc-crosscheck.sh``, which step 6 runs) replaced by
 a script that fills the CPU and waits; the honest bundles are the reference itself. The starver's own step 6
-is failed, not an error: its loops crowd each other in its own group, which is not the machine starving it.
+never passes: on a quiet machine it fails (its loops crowd each other in its own group, which is not the machine
+starving it); on a machine busy with other work it is starved as well, an error.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def test_a_starving_neighbour_moves_nothing_of_an_honest_grade(tmp_path):
         assert verdicts(honest["report"]) == expected, f"batch {number + 1}"
         assert honest["outcome"]["earned"] == alone.earned
         crosscheck = next(step for step in starver["report"]["steps"] if step["number"] == 6)
-        assert crosscheck["outcome"] == "failed", crosscheck
+        assert crosscheck["outcome"] in ("failed", "error"), crosscheck  # error: also starved, on a busy machine
         seconds.append(honest["outcome"]["seconds"]["grading"])
     ratio = statistics.median(seconds) / beside_twin["outcome"]["seconds"]["grading"]
     assert ratio <= 1.25, (seconds, beside_twin["outcome"]["seconds"])

@@ -4,6 +4,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from grading import WIDGET_CRD
 from processes import processes_mentioning, running_commands
 
 from pytest_gpulab.cluster.copy import add_objects
@@ -74,19 +75,6 @@ def test_a_grading_cluster_runs_etcd_and_the_api_server_alone_short_lived_and_wi
         assert "--disable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook" in apiserver.split()
 
 
-WIDGETS = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.tests.gpulab.example}
-spec:
-  group: tests.gpulab.example
-  scope: Cluster
-  names: {plural: widgets, singular: widget, kind: Widget}
-  versions:
-  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
-"""
-
-
 def test_a_later_cluster_on_the_same_port_is_not_read_with_an_earlier_one_s_kinds(tmp_path):
     """kubectl caches discovery by host:port. A cluster started on a port an earlier one used must not be
     read with that one's kinds: a near miss whose kind it does not serve is left out, not an error."""
@@ -95,7 +83,7 @@ def test_a_later_cluster_on_the_same_port_is_not_read_with_an_earlier_one_s_kind
         port = probe.getsockname()[1]
     widget = {"apiVersion": "tests.gpulab.example/v1", "kind": "Widget", "metadata": {"name": "w"}}
     with KwokCluster.for_lab("gpuop", name="tests-port-a", apiserver_port=port, workdir=tmp_path / "a") as first:
-        first.kubectl("apply", "-f", "-", input=WIDGETS)
+        first.kubectl("apply", "-f", "-", input=WIDGET_CRD)
         first.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.tests.gpulab.example")
         assert add_objects(first, [widget]) == []
     with KwokCluster.for_lab("gpuop", name="tests-port-b", apiserver_port=port, workdir=tmp_path / "b") as second:

@@ -4,6 +4,7 @@ import threading
 import time
 
 import pytest
+from grading import WIDGET_CRD
 
 from pytest_gpulab.grading.feedback import GradingError
 from pytest_gpulab.grading.live import LiveCluster
@@ -41,26 +42,10 @@ def test_a_cluster_that_stopped_answering_is_a_grading_error(tmp_path):
         live.get("Node", "lab-node-0")
 
 
-CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.tests.gpulab.example}
-spec:
-  group: tests.gpulab.example
-  scope: Cluster
-  names: {plural: widgets, singular: widget, kind: Widget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-"""
-
-
 def test_a_custom_resource_is_found_through_discovery(gpuop_cluster):
     live = LiveCluster.from_kubeconfig(str(gpuop_cluster.kubeconfig))
     assert live.get("Widget", "first") is None  # the kind does not exist yet: not in the cluster
-    gpuop_cluster.kubectl("apply", "-f", "-", input=CRD)
+    gpuop_cluster.kubectl("apply", "-f", "-", input=WIDGET_CRD)
     gpuop_cluster.kubectl("wait", "--for=condition=Established", "crd/widgets.tests.gpulab.example")
     gpuop_cluster.kubectl(
         "apply", "-f", "-", input="apiVersion: tests.gpulab.example/v1\nkind: Widget\nmetadata: {name: first}\n"
