@@ -15,7 +15,10 @@ from pytest_gpulab.cluster.kwok import KwokCluster
 COHORT_MODULES = ("tests/test_bundles.py", "tests/test_grading_elsewhere.py")  # gpuop_cohort's tests
 SPLIT_MODULES = ("tests/test_selftest.py",)  # long tests that share nothing costly
 COHORT_SCRIPT_TIMEOUT = 5
-LONGEST_FIRST = (*COHORT_MODULES, *SPLIT_MODULES, "tests/test_container_job.py", "tests/test_scale.py")
+LONGEST_FIRST = (
+    *COHORT_MODULES, *SPLIT_MODULES, "tests/test_container_job.py", "tests/test_fair_time.py", "tests/test_scale.py",
+    "tests/test_hostile_batch.py",
+)  # fmt: skip
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
