@@ -7,8 +7,10 @@ import pytest
 from grading import WIDGET_CRD
 from processes import processes_mentioning, running_commands
 
+from pytest_gpulab.cluster import ports
 from pytest_gpulab.cluster.copy import add_objects
 from pytest_gpulab.cluster.kwok import KwokCluster, KwokClusterError
+from pytest_gpulab.cluster.kwokctl import port_is_free
 from pytest_gpulab.labs.waiting import wait_until
 
 
@@ -78,13 +80,14 @@ def test_a_grading_cluster_runs_etcd_and_the_api_server_alone_short_lived_and_wi
 def test_a_later_cluster_on_the_same_port_is_not_read_with_an_earlier_one_s_kinds(tmp_path):
     """kubectl caches discovery by host:port. A cluster started on a port an earlier one used must not be
     read with that one's kinds: a near miss whose kind it does not serve is left out, not an error."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    held = ports.reserve(tmp_path / "held")  # a block of ports no other cluster takes, above the ephemeral range
+    port = held.start
     widget = {"apiVersion": "tests.gpulab.example/v1", "kind": "Widget", "metadata": {"name": "w"}}
     with KwokCluster.for_lab("gpuop", name="tests-port-a", apiserver_port=port, workdir=tmp_path / "a") as first:
         first.kubectl("apply", "-f", "-", input=WIDGET_CRD)
         first.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.tests.gpulab.example")
         assert add_objects(first, [widget]) == []
+    assert wait_until(lambda: port_is_free(port), 60), f"port {port} still taken after the first cluster stopped"
     with KwokCluster.for_lab("gpuop", name="tests-port-b", apiserver_port=port, workdir=tmp_path / "b") as second:
         assert add_objects(second, [widget]) == ["Widget/w"]
+    held.release()

@@ -1,10 +1,10 @@
 """A fair share of the CPU for each learner script, and a measure of whether the machine starved it.
 
-Every script run on the machine goes into a control group of its own below one parent, ``gpulab-scripts``.
-The parent weighs as one process against the graders' own (the API servers, etcd, pytest): however many
-processes the scripts of a batch start, they cannot take the graders' CPU. Below it each run weighs the
-same however many processes it starts (``cpu.shares`` in cgroup v1, ``cpu.weight`` in v2), none takes more
-than one CPU (a CFS quota), and the parent bounds the processes of every script at once (``pids.max``).
+Every script run on the machine goes into control groups of its own. In CPU each run weighs as one process
+of the machine (``cpu.shares`` in cgroup v1, ``cpu.weight`` in v2), however many processes it starts, and has
+one CPU at most (a CFS quota): a script of 120 busy loops weighs what an honest script's one process does,
+and a grading's API server and pytest keep their share. The processes of every script on the machine are
+bounded at once by one parent group, ``gpulab-scripts`` (``pids.max``), and each run's by its own.
 
 A run's group also says how long its processes were ready to run and all waited for a CPU (the kernel's
 pressure stall information, ``cpu.pressure``, its "full" line) and how much CPU they had (``cpu.stat``), both kept by every
@@ -156,8 +156,8 @@ class RunGroup:
         try:
             if where.unified is not None:  # joined first: the wait to join the others is the run's too
                 group._unified(where, name, processes)
-            if where.cpu is not None:
-                group._cpu_v1(group._made(where.cpu, name))
+            if where.cpu is not None:  # beside the machine's processes, not below a parent that weighs as one
+                group._cpu_v1(group._made(where.cpu, name, flat=True))
             if where.pids is not None:
                 group._pids(group._made(where.pids, name, parent_max=SCRIPTS_PROCESSES), processes)
         except OSError:
@@ -165,7 +165,13 @@ class RunGroup:
             group = cls()
         return group
 
-    def _made(self, root: Path, name: str, parent_max: int | None = None, controls: str = "") -> Path:
+    def _made(
+        self, root: Path, name: str, parent_max: int | None = None, controls: str = "", flat: bool = False
+    ) -> Path:
+        if flat:
+            (root / f"{PARENT}-{name}").mkdir()
+            self.folders.append(root / f"{PARENT}-{name}")
+            return root / f"{PARENT}-{name}"
         parent = root / PARENT
         for _ in range(3):  # another grader may remove an empty parent between our two mkdirs
             parent.mkdir(exist_ok=True)
@@ -193,9 +199,10 @@ class RunGroup:
         controls = " ".join(f"+{c}" for c in sorted(where.unified_controls))
         if controls:
             _write(where.unified / "cgroup.subtree_control", controls)
-        folder = self._made(
-            where.unified, name, SCRIPTS_PROCESSES if "pids" in where.unified_controls else None, controls
-        )
+        if "cpu" in where.unified_controls:  # a parent that weighs as one would starve every script at once
+            folder = self._made(where.unified, name, flat=True)
+        else:
+            folder = self._made(where.unified, name, SCRIPTS_PROCESSES if "pids" in where.unified_controls else None)
         if "cpu" in where.unified_controls:
             _write(folder / "cpu.max", f"{CPU_PERIOD_US} {CPU_PERIOD_US}")
         if "pids" in where.unified_controls:
@@ -221,7 +228,7 @@ class RunGroup:
 
     def close(self) -> None:
         """Kill every process still in the run's groups (one that left the script's session too), then remove
-        them and, when empty, their parent."""
+        them and, when empty, their parent (never a hierarchy's root)."""
         deadline = time.monotonic() + EMPTY_WAIT
         for folder in reversed(self.folders):
             while (pids := _read(folder / "cgroup.procs").split()) and time.monotonic() < deadline:
@@ -231,8 +238,9 @@ class RunGroup:
                 time.sleep(0.01)  # the bounded wait for the kernel to move the killed out
             with contextlib.suppress(OSError):
                 folder.rmdir()
-            with contextlib.suppress(OSError):
-                folder.parent.rmdir()  # busy while another run's group is in it
+            if folder.parent.name == PARENT:
+                with contextlib.suppress(OSError):
+                    folder.parent.rmdir()  # busy while another run's group is in it
         self.folders = []
 
 
