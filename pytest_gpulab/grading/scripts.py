@@ -9,6 +9,7 @@ without containerd. Usable without pytest.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -27,11 +28,12 @@ from ..sandbox.containerd import FakeContainerd, shim_path
 from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
 from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
 from ..sandbox.stage import Stage, StagedRun
-from .feedback import MachineBusy, fail
+from .feedback import fail
 from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
 from .learner import LearnerFile
 from .runs import Run as Run  # its first home, where labs import it from
 from .runs import ScriptRuns
+from .turns import Turns
 
 if TYPE_CHECKING:
     from ..sandbox.clusterview import DoctoredView, Door
@@ -41,22 +43,6 @@ def path_without(command: str, path: str) -> str:
     """``path`` without the directories that hold an executable ``command``."""
     kept = [d for d in path.split(os.pathsep) if d and not os.access(os.path.join(d, command), os.X_OK)]
     return os.pathsep.join(kept)
-
-
-def _not_starved(path: Path, result: ScriptResult) -> None:
-    """A run that ran out of time because the machine gave it no CPU is the grading's error, not the learner's."""
-    __tracebackhide__ = True
-    if result.starved and result.cpu is not None:
-        raise MachineBusy(
-            f"{path.name} ran out of time while the grading machine was too busy to run it; this is not your "
-            "mistake. Grade again; if it happens again, tell the course staff.",
-            detail={
-                "timeout": result.timeout,
-                "seconds": round(result.duration, 3),
-                "waited_for_cpu": round(result.cpu.waited, 3),
-                "cpu_seconds": round(result.cpu.used, 3),
-            },
-        )
 
 
 @dataclass(frozen=True)
@@ -94,6 +80,7 @@ class ScriptRunner:
         self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
         self._pool: ThreadPoolExecutor | None = None
         self._stage = Stage(lab_root)
+        self._turns = Turns()  # side by side, or alone to tell a run crowded by its own from one starved
         self._state_users: dict[
             Path, int | None
         ] = {}  # where a script run as a uid of its own without a sandbox finds its files
@@ -227,6 +214,18 @@ class ScriptRunner:
                 if path.exists()
                 else f"{script} does not exist; create it as the step asks."
             )
+        once = functools.partial(
+            self._once, Path(os.path.abspath(path)), tuple(map(str, args)), dump, dump_text, cluster, containerd,
+            fake, scratch, view, api, keeps,
+        )  # fmt: skip
+        return self._turns.take(path, once)
+
+    def _once(
+        self, path: Path, args: tuple[str, ...], dump: str | None, dump_text: str | None, cluster: bool,
+        containerd: bool, fake: FakeContainerd | None, scratch: Path | None, view: DoctoredView | None,
+        api: str | None, keeps: Keeps,
+    ) -> LearnerRun:  # fmt: skip
+        """One attempt, in a run directory of its own."""
         run_dir = self.work / f"run-{next(self._counter)}"
         fake = fake or FakeContainerd(run_dir / "fake-containerd")
         if dump is not None:
@@ -236,9 +235,7 @@ class ScriptRunner:
         scratch = scratch or run_dir / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
         with self._door(cluster, view, api, run_dir) as door:
-            return self._run_in(
-                Path(os.path.abspath(path)), tuple(map(str, args)), fake, scratch, door, cluster, containerd, keeps
-            )
+            return self._run_in(path, args, fake, scratch, door, cluster, containerd, keeps)
 
     def _door(self, cluster: bool, view: DoctoredView | None, api: str | None, run_dir: Path) -> Any:
         """The run's own way to the cluster: a door into its view (the lab's read-only one by default), or
@@ -274,7 +271,6 @@ class ScriptRunner:
                 staged.end(fake)
         if door is not None:
             result = replace(result, writes=tuple(door.writes))
-        _not_starved(path, result)
         return LearnerRun(result, fake, user)
 
     def _user(self, keeps: Keeps) -> int | None:
