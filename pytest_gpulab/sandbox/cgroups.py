@@ -1,18 +1,20 @@
 """A fair share of the CPU for each learner script, and a measure of whether the machine starved it.
 
-Every script run on the machine goes into control groups of its own. In CPU each run weighs as one process
-of the machine (``cpu.shares`` in cgroup v1, ``cpu.weight`` in v2), however many processes it starts, and has
-one CPU at most (a CFS quota): a script of 120 busy loops weighs what an honest script's one process does,
-and a grading's API server and pytest keep their share. The processes of every script on the machine are
-bounded at once by one parent group, ``gpulab-scripts`` (``pids.max``), and each run's by its own.
+Every script run on the machine goes into control groups of its own, below one group per grading. In CPU a
+grading's scripts together weigh as one process of the machine (``cpu.shares`` in cgroup v1, ``cpu.weight`` in
+v2), however many processes they start, and each run has one CPU at most (a CFS quota): a grading whose scripts
+start 120 busy loops weighs what an honest grading's one script does, and every grading's API server and
+pytest keep their share. The processes of every script on the machine are bounded at once by one parent group,
+``gpulab-scripts`` (``pids.max``), and each run's by its own.
 
 A run's group also says how long its processes were ready to run and all waited for a CPU (the kernel's
-pressure stall information, ``cpu.pressure``, its "full" line) and how much CPU they had (``cpu.stat``), both kept by every
-cgroup v2 group. A run that ran out of time having waited for a CPU a quarter of it or more, and had less
-than half a CPU, was starved by the machine: the grader says so and grades again, rather than fail the
-learner. A script whose own processes crowd each other has its CPU, so its timeout stays its own. Where no
-group can be made (no cgroup file system, not root, a read-only mount) scripts run niced, and a timeout is
-the script's.
+pressure stall information, ``cpu.pressure``, its "full" line) and how much CPU they had (``cpu.stat``), both
+kept by every cgroup v2 group. A run that ran out of time having waited for a CPU a quarter of it or more, and
+had less than half a CPU, was starved: by the machine, or by the grading's other runs beside it (the grader
+runs it again alone to tell which), never by its own processes. A script whose own processes crowd each other
+has its CPU, so its timeout stays its own. Where no group can be made (no cgroup file system, not root, a
+read-only mount) scripts run niced, and a timeout is the script's. Groups left by a grader that was killed are
+removed by the next run's.
 Usable without pytest.
 """
 
@@ -36,6 +38,7 @@ STARVED_SHARE = 0.25  # a run that waited for a CPU this share of its time, or m
 FED_SHARE = 0.5  # and had less CPU than this share of one, was starved
 NICENESS = 10  # every script's, below the graders' own
 EMPTY_WAIT = 2.0  # seconds for a killed run's processes to leave its group
+STALE_AFTER = 60.0  # seconds: an empty group this old, whose grader is gone, was left by a grader killed
 
 # Joins the groups whose cgroup.procs files are given (writing 0 moves the writer), then runs the command niced
 # by the program $0 names (nice).
@@ -152,12 +155,13 @@ class RunGroup:
     def make(cls, processes: int, where: Hierarchies | None = None) -> RunGroup:
         """A run's groups in every hierarchy there is (none where the grader may make none)."""
         where = hierarchies() if where is None else where
+        _sweep(where)
         group, name = cls(), f"run-{os.getpid()}-{secrets.token_hex(6)}"  # the grader's pid: whose it is
         try:
             if where.unified is not None:  # joined first: the wait to join the others is the run's too
                 group._unified(where, name, processes)
-            if where.cpu is not None:  # beside the machine's processes, not below a parent that weighs as one
-                group._cpu_v1(group._made(where.cpu, name, flat=True))
+            if where.cpu is not None:  # below its grading's group, beside the machine's processes
+                group._cpu_v1(group._made(where.cpu, name, below=grading()))
             if where.pids is not None:
                 group._pids(group._made(where.pids, name, parent_max=SCRIPTS_PROCESSES), processes)
         except OSError:
@@ -166,13 +170,9 @@ class RunGroup:
         return group
 
     def _made(
-        self, root: Path, name: str, parent_max: int | None = None, controls: str = "", flat: bool = False
+        self, root: Path, name: str, parent_max: int | None = None, controls: str = "", below: str = PARENT
     ) -> Path:
-        if flat:
-            (root / f"{PARENT}-{name}").mkdir()
-            self.folders.append(root / f"{PARENT}-{name}")
-            return root / f"{PARENT}-{name}"
-        parent = root / PARENT
+        parent = root / below
         for _ in range(3):  # another grader may remove an empty parent between our two mkdirs
             parent.mkdir(exist_ok=True)
             if controls:
@@ -199,10 +199,11 @@ class RunGroup:
         controls = " ".join(f"+{c}" for c in sorted(where.unified_controls))
         if controls:
             _write(where.unified / "cgroup.subtree_control", controls)
-        if "cpu" in where.unified_controls:  # a parent that weighs as one would starve every script at once
-            folder = self._made(where.unified, name, flat=True)
+        bound = SCRIPTS_PROCESSES if "pids" in where.unified_controls else None
+        if "cpu" in where.unified_controls:  # one parent for every grading would weigh all their scripts as one
+            folder = self._made(where.unified, name, bound, below=grading())
         else:
-            folder = self._made(where.unified, name, SCRIPTS_PROCESSES if "pids" in where.unified_controls else None)
+            folder = self._made(where.unified, name, bound)
         if "cpu" in where.unified_controls:
             _write(folder / "cpu.max", f"{CPU_PERIOD_US} {CPU_PERIOD_US}")
         if "pids" in where.unified_controls:
@@ -238,10 +239,57 @@ class RunGroup:
                 time.sleep(0.01)  # the bounded wait for the kernel to move the killed out
             with contextlib.suppress(OSError):
                 folder.rmdir()
-            if folder.parent.name == PARENT:
+            if _owner(folder.parent) is not None or folder.parent.name == PARENT:
                 with contextlib.suppress(OSError):
                     folder.parent.rmdir()  # busy while another run's group is in it
         self.folders = []
+
+
+def grading() -> str:
+    """The name of this grading's parent group (a grading is one grader process)."""
+    return f"{PARENT}-{os.getpid()}"
+
+
+def _owner(group: Path) -> int | None:
+    """The grader process a group was made for: a grading's parent names it last, a run's second to last."""
+    fields = group.name.split("-")
+    owner = fields[-2] if group.name.startswith("run-") or "-run-" in group.name else fields[-1]
+    return int(owner) if group.name.startswith(("run-", PARENT)) and owner.isdigit() else None
+
+
+def _sweep(where: Hierarchies) -> None:
+    """Remove the groups a grader left when it was killed before it could: empty, older than STALE_AFTER, and
+    named for a process that is gone (a group in use is not empty, and one being made is young). Runs go first,
+    then the gradings' parents they leave empty (whose age is read before their runs go)."""
+    for root in (where.cpu, where.pids, where.unified):
+        if root is not None:
+            gradings = [group for group in root.glob(f"{PARENT}-*") if _stale(group)]
+            runs = [*root.glob(f"{PARENT}-*/run-*"), *(root / PARENT).glob("run-*")]
+            for group in [*filter(_stale, runs), *gradings]:
+                with contextlib.suppress(OSError):
+                    group.rmdir()
+
+
+def _stale(group: Path) -> bool:
+    owner = _owner(group)
+    return owner is not None and not _alive(owner) and _age(group) > STALE_AFTER
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def starved(cpu: CpuTime | None, duration: float) -> bool:
