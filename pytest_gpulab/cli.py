@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 from .cli_cohort import add_commands
@@ -33,8 +34,8 @@ from .cluster.toolchain import up_kubeconfig, up_workdir
 from .cohort.bundle import BundleError
 from .contracts import checkers_of
 from .labs.discovery import Lab, UnknownLab, discover
-from .selftest.judge import Row, messages
-from .selftest.prove import report_selftest, run_selftest
+from .selftest.judge import Row, messages, report_selftest
+from .selftest.prove import run_selftest
 from .selftest.variants import VariantsError, load_variants
 
 
@@ -160,6 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpulab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('pytest-gpulab')}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="build the lab cluster's binaries (cached)").set_defaults(run=cmd_build)
     lab_dir = argparse.ArgumentParser(add_help=False)

@@ -9,7 +9,7 @@ only the steps it ``blocks`` blocked by it and every other step passed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from ..reports.reporting import BLOCKED, ERROR, FAILED, PASSED
 from .twin import TWIN_PROBLEMS
@@ -31,6 +31,7 @@ class Row:
     steps: dict[int, Step] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     error: str | None = None  # it could not be graded
+    machine: bool = False  # because the machine could not run it (its lab cluster did not start, twice)
     skipped: str | None = None
     seconds: float = 0.0
 
@@ -45,7 +46,7 @@ class Row:
     def verdict(self) -> str:
         if self.skipped:
             return f"skipped: {self.skipped}"
-        return "ERROR" if self.error else "DISAGREES" if self.problems else "ok"
+        return "MACHINE" if self.machine else "ERROR" if self.error else "DISAGREES" if self.problems else "ok"
 
     @property
     def disagrees(self) -> bool:
@@ -195,3 +196,19 @@ def messages(rows: list[Row]) -> str:
         text = step_text(step) if step is not None else f"(not graded: {row.error or row.skipped or 'no such step'})"
         out.append(f"## {row.variant.name} (step {row.variant.step}, {step['outcome'] if step else '-'})\n\n{text}\n")
     return "\n".join(out)
+
+
+def report_selftest(lab: str, rows: list[Row], seconds: float, jobs: int, out: TextIO) -> int:
+    """Print the matrix, each disagreement and a summary; 0 when every row is as declared, else 1."""
+    bad = [row for row in rows if row.disagrees and not row.machine]
+    unrun = [row for row in rows if row.machine]
+    skipped = [row for row in rows if row.skipped]
+    print("\n".join(matrix(lab, rows)), file=out)
+    if bad:
+        print("\nDisagreements:\n" + "\n".join(disagreements(rows)), file=out)
+    summary = f"{lab}: {len(rows) - len(bad) - len(unrun) - len(skipped)} of {len(rows)} rows as declared"
+    summary += f", {len(skipped)} skipped" if skipped else ""
+    summary += f"; the lab is wrong in {len(bad)}: {', '.join(row.label for row in bad)}" if bad else ""
+    summary += f"; the machine could not run {len(unrun)}: {', '.join(row.label for row in unrun)}" if unrun else ""
+    print(f"\n{summary} ({seconds:.0f}s, {jobs} at a time)", file=out)
+    return 1 if bad or unrun else 0

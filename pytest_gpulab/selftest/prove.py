@@ -22,16 +22,18 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ..cluster.kwok import KwokCluster
 from ..cohort.warm import COLD, Gradings, WarmGradings
 from ..labs.discovery import Lab
-from .judge import REFERENCE, START, Row, disagreements, judge, matrix
+from .clusters import MachineError, started
+from .judge import REFERENCE, START, Row, judge
 from .state import ReferenceState, RowError, read_report, tail
 from .twin import TWIN_PROBLEMS, Twins
 from .twin import disagreements as twin_disagreements
@@ -54,6 +56,18 @@ class Selftest:
         with self._lock:
             self._clusters += 1
             return KwokCluster.for_lab(self.lab, name=f"selftest-{self._clusters}")
+
+    def started(self, row: str) -> KwokCluster:
+        """A new cluster, started (once more if the first start fails: :mod:`.clusters`); the caller stops it."""
+        return started(self.cluster, f"{self.lab.name}-{row}")
+
+    @contextmanager
+    def running(self, row: str) -> Iterator[KwokCluster]:
+        cluster = self.started(row)
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
 
     def row_dir(self, name: str) -> Path:
         folder = self.work / name
@@ -106,7 +120,7 @@ class Selftest:
         def body() -> dict[str, Any]:
             folder = self.row_dir("start")
             (folder / "root").mkdir()
-            with self.cluster() as cluster:
+            with self.running("start") as cluster:
                 return self.grade(folder, folder / "root", cluster)
 
         return attempt(Row(START), body, self.lab.name)
@@ -117,7 +131,7 @@ class Selftest:
         def body() -> dict[str, Any]:
             folder = self.row_dir(f"{variant.kind}-{variant.name}")
             root = folder / "root"
-            with self.cluster() as cluster:
+            with self.running(variant.name) as cluster:
                 self.solve(cluster, root, variant.solve_steps)
                 variant.apply_edits(root)
                 if variant.shell is not None:
@@ -160,6 +174,7 @@ class SharedReference:
         self.ready = threading.Event()
         self.cluster: KwokCluster | None = None
         self.failure: str | None = None  # why it cannot be lent
+        self.machine = False  # the machine's fault: its cluster did not start
         self.folder = test.row_dir("reference")
         self._lock = threading.Lock()
 
@@ -174,12 +189,12 @@ class SharedReference:
             self.done()
 
     def _set_up_and_grade(self, row: Row) -> dict[str, Any]:
-        self.cluster = self.test.cluster()
         try:
-            self.cluster.start()
+            self.cluster = self.test.started("reference")
             self.test.solve(self.cluster, self.folder / "root")
         except BaseException as error:
             self.failure = f"the reference could not be set up: {error}"
+            self.machine = isinstance(error, MachineError)
             raise
         before = ReferenceState.of(self.folder / "root", self.cluster)
         report = self.test.grade(self.folder, self.folder / "root", self.cluster)
@@ -189,7 +204,7 @@ class SharedReference:
     def prove_variant(self, variant: Variant) -> Row:
         def body() -> dict[str, Any]:
             if self.failure or self.cluster is None:
-                raise RowError(self.failure or "the reference has no cluster")
+                raise (MachineError if self.machine else RowError)(self.failure or "the reference has no cluster")
             folder = self.test.row_dir(f"{variant.kind}-{variant.name}")
             root = copy_root(self.folder / "root", folder / "root")
             variant.apply_edits(root)
@@ -227,6 +242,7 @@ def attempt(row: Row, body: Callable[[], dict[str, Any]], lab: str) -> Row:
         judge(row, body(), lab)
     except Exception as error:  # every row is reported; one that broke says why, with the others
         row.error = f"{type(error).__name__}: {error}" if not isinstance(error, RowError) else str(error)
+        row.machine = isinstance(error, MachineError)
     row.seconds = time.monotonic() - started
     return row
 
@@ -278,17 +294,3 @@ def _run(tasks: list[Callable[[], Row]], jobs: int, progress: Callable[[Row, int
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     return [row for row in rows if row is not None]
-
-
-def report_selftest(lab: str, rows: list[Row], seconds: float, jobs: int, out: TextIO) -> int:
-    """Print the matrix, each disagreement and a summary; 0 when every row is as declared, else 1."""
-    bad = [row for row in rows if row.disagrees]
-    skipped = [row for row in rows if row.skipped]
-    print("\n".join(matrix(lab, rows)), file=out)
-    if bad:
-        print("\nDisagreements:\n" + "\n".join(disagreements(rows)), file=out)
-    summary = f"{lab}: {len(rows) - len(bad) - len(skipped)} of {len(rows)} rows as declared"
-    summary += f", {len(skipped)} skipped" if skipped else ""
-    summary += f"; {len(bad)} disagree: {', '.join(row.label for row in bad)}" if bad else ""
-    print(f"\n{summary} ({seconds:.0f}s, {jobs} at a time)", file=out)
-    return 1 if bad else 0
