@@ -21,10 +21,25 @@ LONGEST_FIRST = (
 )  # fmt: skip
 
 
+# A module that names one of these brings up a lab cluster (or grades on one): its tests are marked `cluster`,
+# and `pytest -m "not cluster"` is the quick subset for the inner loop.
+CLUSTER_WORDS = (
+    "KwokCluster", "gpuop_cluster", "fresh_cluster", "gpuop_cohort", "solved_cluster", "grade-batch", "grade_bundle",
+    "selftest", "json_report", "lab_cluster", "gpulab(\"up\"",
+)  # fmt: skip
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first, so that under pytest-xdist no worker is left alone with one at the end."""
+    """The longest tests first, so that under pytest-xdist no worker is left alone with one at the end; a
+    module's tests that need a cluster marked `cluster`."""
     rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    needs: dict[Path, bool] = {}
+    for item in items:
+        if item.path not in needs:
+            needs[item.path] = any(word in item.path.read_text() for word in CLUSTER_WORDS)
+        if needs[item.path]:
+            item.add_marker(pytest.mark.cluster)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -76,7 +91,7 @@ def fresh_cluster() -> Iterator[KwokCluster]:
 
 
 @pytest.fixture(scope="session")
-def gpuop_cohort(tmp_path_factory) -> Iterator[CohortRun]:
+def gpuop_cohort(tmp_path_factory) -> CohortRun:
     """The generated gpuop cohort (``cohort_cases.py``), bundled, then batch-graded by ``gpulab grade-batch``.
 
     Live and from bundles, with the script timeout an instructor may set (GPULAB_SCRIPT_TIMEOUT) at 5 s, not
@@ -93,4 +108,4 @@ def gpuop_cohort(tmp_path_factory) -> Iterator[CohortRun]:
              "--out", str(results), "--seed-secret", str(builder.secret)],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=3600,
         )  # fmt: skip
-    yield CohortRun(builder, refused, results, batch)
+    return CohortRun(builder, refused, results, batch)

@@ -37,7 +37,8 @@ def test_up_is_found_by_the_grader_and_down_removes_it(pytester, isolated_cache,
     up = gpulab("up", "gpuop")
     assert up.returncode == 0, up.stderr
     kubeconfig = Path(shlex.split(up.stdout.split("export KUBECONFIG=")[1].splitlines()[0])[0])
-    assert kubeconfig.is_file() and str(tmp_path) in str(kubeconfig)
+    assert kubeconfig.is_file()
+    assert str(tmp_path) in str(kubeconfig)
     assert "already up" in gpulab("up", "gpuop").stderr
 
     root = tmp_path / "empty-root"
@@ -51,7 +52,9 @@ def test_up_is_found_by_the_grader_and_down_removes_it(pytester, isolated_cache,
     )
     os.kill(apiserver, signal.SIGKILL)
     stale = gpulab("up", "gpuop")
-    assert stale.returncode == 1 and "does not answer" in stale.stderr and "gpulab down gpuop" in stale.stderr
+    assert stale.returncode == 1
+    assert "does not answer" in stale.stderr
+    assert "gpulab down gpuop" in stale.stderr
 
     down = gpulab("down", "gpuop")
     assert down.returncode == 0, down.stderr
@@ -74,3 +77,12 @@ def test_ephemeral_cluster_is_fresh_and_gone_after_the_run(pytester, tmp_path, m
     )
     assert not list((tmp_path / "tmp").glob("gpulab-kwok-*"))
     assert wait_until(lambda: not processes_mentioning(str(tmp_path / "tmp")), 10)
+
+
+def test_the_version_is_the_project_s_one():
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    shown = gpulab("--version")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == f"gpulab {pyproject['project']['version']}"

@@ -195,7 +195,8 @@ def test_other_commands_are_rejected(fake, argv):
     assert result.stdout == b""
     message = result.stderr.decode()
     assert message.count("\n") == 1  # one line
-    assert "config dump" in message and "--version" in message
+    assert "config dump" in message
+    assert "--version" in message
     assert not fake.asked_for_config_dump()
 
 
@@ -356,5 +357,5 @@ def test_generate_dump_quotes_odd_names(version):
 
 
 def test_generate_dump_rejects_bad_version():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be 2 or 3, not 1"):
         generate_dump(["runc"], version=1)

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,7 +81,7 @@ def course_package(target: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not WHEELHOUSE.is_dir():
         pytest.fail(f"no wheelhouse at {WHEELHOUSE}: run scripts/setup, which makes it")
     work = tmp_path_factory.mktemp("packaging")
@@ -92,7 +91,7 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     venv = work / "venv"
     run(sys.executable, "-m", "venv", venv)
     run(venv / "bin/python", "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE, ours, theirs)
-    yield venv
+    return venv
 
 
 def test_the_wheel_ships_every_lab_file_and_no_bytecode(fresh_venv):
