@@ -8,8 +8,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from . import _moved
-
 # Imported on first use: the kubernetes client alone takes ~0.4 s, and every pytest run
 # that has this plugin installed imports the package.
 _EXPORTS = {
@@ -22,7 +20,6 @@ _EXPORTS = {
     "fail": "grading.feedback",
 }
 __all__ = sorted(_EXPORTS)
-_moved.install()
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,7 @@
 A folder holding ``lab.toml`` is collected as a :class:`LabFolder` (pytest's
 custom directory collectors), wherever it lives. Its step modules are the
 files ``stepN_*.py`` (or ``test_stepN_*.py``); other Python files are helpers
-and are not collected. Node ids read like the lab, not like file paths:
+and are not collected, and those whose names start with ``_`` are the lab's own, imported by its steps. Node ids read like the lab, not like file paths:
 ``gpuop/step-5::pending-reason``. A check is a test function; its name is the
 function's without ``test_`` (``pytest.mark.check("name")`` sets another).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,23 @@ def lab_name_of(folder: Path) -> str:
         return folder.name  # collect() reports the error
 
 
+def own_helpers(folder: Path) -> None:
+    """Make the lab's own helper modules (``_kit.py``: a name that starts with ``_``) the ones its steps import
+    by name: its folder first on the import path, and another lab's module of the same name forgotten."""
+    for helper in folder.glob("_*.py"):
+        loaded = sys.modules.get(helper.stem)
+        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve().parent != folder.resolve():
+            del sys.modules[helper.stem]
+    if sys.path[:1] != [str(folder)]:
+        sys.path.insert(0, str(folder))
+
+
 class LabFolder(pytest.Directory):
     """A lab: collects one :class:`StepModule` per step file, in step order."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         lab = load_lab(self.path)
+        own_helpers(self.path)
         steps = sorted(
             (number, path) for path in self.path.glob("*.py") if (number := step_number_of(path)) is not None
         )

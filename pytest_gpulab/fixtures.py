@@ -20,7 +20,7 @@ import pytest
 from .cluster.kwok import KwokCluster, KwokClusterError
 from .grading.feedback import GradingError, fail
 from .grading.learner import LearnerWork
-from .grading.scripts import LearnerScripts, ScriptRunner
+from .grading.script_runner import LearnerScripts, ScriptRunner
 from .labs.discovery import Lab
 from .sandbox import confine as sandbox
 from .sandbox.containerd import FakeContainerd

@@ -33,7 +33,9 @@ KNOWN_POD = {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfi
 def _security(pod: dict[str, Any], container: dict[str, Any]) -> list[str]:
     ours, theirs = pod["securityContext"], container["securityContext"]
     assert set(ours) <= KNOWN_POD and set(theirs) <= KNOWN_CONTAINER, (ours, theirs)
-    assert ours["runAsNonRoot"] and ours["runAsUser"] != 0 and theirs["privileged"] is False
+    assert ours["runAsNonRoot"]
+    assert ours["runAsUser"] != 0
+    assert theirs["privileged"] is False
     assert ours["seccompProfile"] == {"type": "RuntimeDefault"}, "a Localhost profile is for the nodes"
     flags = [f"--user={ours['runAsUser']}:{ours['runAsGroup']}", f"--security-opt=seccomp={RUNTIME_DEFAULT}"]
     flags += [f"--cap-drop={capability}" for capability in theirs["capabilities"]["drop"]]

@@ -8,12 +8,7 @@ So the cluster layer imports no grading helper, and the sandbox none of the grad
 from __future__ import annotations
 
 import ast
-import importlib
-import re
-import sys
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_gpulab"
 # The layers, bottom first: each a subpackage (the plugin and CLI sit at the package's top).
@@ -151,40 +146,3 @@ def test_the_readme_s_layout_lists_every_folder_and_module():
             expected.setdefault(folder, set()).add(path.stem)
     listed.pop("-", None)
     assert {folder: listed.get(folder, set()) for folder in expected} == expected
-
-
-OLD_PATHS = {
-    "pytest_gpulab.kwok": ("KwokCluster", "pytest_gpulab.cluster.kwok"),
-    "pytest_gpulab.containerd": ("FakeContainerd", "pytest_gpulab.sandbox.containerd"),
-    "pytest_gpulab.runner": ("run_script", "pytest_gpulab.sandbox.runner"),
-    "pytest_gpulab.live": ("LiveCluster", "pytest_gpulab.grading.live"),
-    "pytest_gpulab.clusterview": ("DoctoredView", "pytest_gpulab.sandbox.clusterview"),
-    "pytest_gpulab.bwrap": ("command_line", "pytest_gpulab.sandbox.bwrap"),
-    "pytest_gpulab.feedback": ("expect", "pytest_gpulab.grading.feedback"),
-    "pytest_gpulab.scripts": ("Run", "pytest_gpulab.grading.scripts"),
-}
-
-
-@pytest.mark.parametrize("old", sorted(OLD_PATHS))
-def test_a_path_the_readme_documented_before_the_folders_still_imports_and_says_where_it_went(old):
-    name, new = OLD_PATHS[old]
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=re.escape(f"{old} moved to {new}")):
-        module = importlib.import_module(old)
-    assert getattr(module, name) is getattr(importlib.import_module(new), name)
-    sys.modules.pop(old, None)
-
-
-def test_every_moved_path_names_a_module_that_exists():
-    from pytest_gpulab import _moved
-
-    for old, new in _moved.MOVED.items():
-        assert _existing(new.split(".")), f"pytest_gpulab.{old} aliases {new}, which is not a module"
-
-
-def test_the_old_sandbox_module_s_names_still_read_from_the_package():
-    from pytest_gpulab.sandbox import confine
-
-    with pytest.warns(DeprecationWarning, match="moved to pytest_gpulab.sandbox.confine.Sandbox"):
-        from pytest_gpulab.sandbox import Sandbox
-    assert Sandbox is confine.Sandbox

@@ -53,31 +53,60 @@ def test_every_lab_has_its_step_modules_checked():
     assert len(STEP_MODULES) >= 26
 
 
+KITS = {name: getattr(authoring, name) for name in ("answers", "containerd", "k8s", "scripts")}
+PUBLIC = [(authoring, name) for name in authoring.__all__ if name not in KITS] + [
+    (kit, name) for kit in KITS.values() for name in kit.__all__
+]
+
+
+def lab_helpers(path: Path) -> set[str]:
+    """The lab's own helper modules, beside its steps: a name that starts with ``_`` (``_kit``)."""
+    return {helper.stem for helper in path.parent.glob("_*.py") if helper.stem != "__init__"}
+
+
 @pytest.mark.parametrize("path", STEP_MODULES, ids=lambda path: f"{path.parent.name}/{path.stem}")
 def test_a_step_module_imports_from_the_grading_module_only(path):
     for module, names in imports_of(path):
         if module == "pytest_gpulab.grading":
             assert set(names) <= set(authoring.__all__), f"{path.name} imports {names} beyond grading.__all__"
+        elif module.lstrip(".") in lab_helpers(path) or (module == "." and set(names) <= lab_helpers(path)):
+            continue  # the lab's own helper module
         else:
             assert module.split(".")[0] in {"pytest", *sys.stdlib_module_names}, (
                 f"{path.name} imports from {module}: a step module imports from pytest_gpulab.grading (and pytest) only"
             )
 
 
-def defined_where(name: str) -> str:
-    """The module the grading module takes ``name`` from."""
-    for node in ast.walk(ast.parse(Path(authoring.__file__).read_text())):
+@pytest.mark.parametrize("path", STEP_MODULES, ids=lambda path: f"{path.parent.name}/{path.stem}")
+def test_every_name_a_step_reads_from_a_kit_is_the_kit_s(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in KITS:
+            kit = KITS[node.value.id]
+            assert node.attr in kit.__all__, f"{path.name}:{node.lineno} reads {node.value.id}.{node.attr}"
+
+
+def test_the_core_is_small_and_every_kit_names_its_whole_index():
+    assert len(set(authoring.__all__) - set(KITS)) <= 14, authoring.__all__
+    for name, kit in KITS.items():
+        index = kit.__doc__ or ""
+        assert not [n for n in kit.__all__ if n not in index], f"grading.{name}'s docstring leaves names out"
+        assert not set(kit.__all__) & set(authoring.__all__), f"grading.{name} repeats a core name"
+
+
+def defined_where(module, name: str) -> str:
+    """The module ``module`` takes ``name`` from."""
+    for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
         if isinstance(node, ast.ImportFrom) and name in {alias.name for alias in node.names}:
-            return importlib.util.resolve_name("." * node.level + (node.module or ""), authoring.__name__)
-    raise AssertionError(f"grading does not import {name}")
+            return importlib.util.resolve_name("." * node.level + (node.module or ""), module.__package__)
+    raise AssertionError(f"{module.__name__} does not import {name}")
 
 
-def docstring_of(name: str) -> str | None:
+def docstring_of(module, name: str) -> str | None:
     """A function's or class's own docstring; a constant's is the string right after its assignment."""
-    value = getattr(authoring, name)
+    value = getattr(module, name)
     if not isinstance(value, (str, int, float, tuple, frozenset, dict)):
         return value.__doc__
-    body = ast.parse(Path(importlib.import_module(defined_where(name)).__file__ or "").read_text()).body
+    body = ast.parse(Path(importlib.import_module(defined_where(module, name)).__file__ or "").read_text()).body
     for statement, following in itertools.pairwise(body):
         targets = statement.targets if isinstance(statement, ast.Assign) else []
         named = any(isinstance(target, ast.Name) and target.id == name for target in targets)
@@ -86,10 +115,10 @@ def docstring_of(name: str) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("name", authoring.__all__)
-def test_every_name_of_the_grading_module_has_a_docstring_with_an_example(name):
-    docstring = docstring_of(name) or ""
-    assert "Example::" in docstring or ">>>" in docstring, f"grading.{name} has no docstring with an example"
+@pytest.mark.parametrize(("module", "name"), PUBLIC, ids=lambda value: getattr(value, "__name__", value))
+def test_every_name_of_the_grading_module_and_its_kits_has_a_docstring_with_an_example(module, name):
+    docstring = docstring_of(module, name) or ""
+    assert "Example::" in docstring or ">>>" in docstring, f"{module.__name__}.{name} has no docstring with an example"
 
 
 def test_the_grading_module_leaves_the_kubernetes_client_for_later():
@@ -98,14 +127,15 @@ def test_the_grading_module_leaves_the_kubernetes_client_for_later():
             sys.executable,
             "-c",
             # a step module that names DoctoredView is collected before any check reads the cluster
-            "import sys, pytest_gpulab.grading as g; g.DoctoredView; print(any(m.startswith('kubernetes') for m in sys.modules))",
+            "import sys, pytest_gpulab.grading as g; g.scripts.DoctoredView; "
+            "print(any(m.startswith('kubernetes') for m in sys.modules))",
         ],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert loaded.stdout.strip() == "False", loaded.stderr
-    assert authoring.DoctoredView.__name__ == "DoctoredView"
+    assert authoring.scripts.DoctoredView.__name__ == "DoctoredView"
 
 
 def test_the_readme_lists_every_name_of_the_grading_module():
@@ -129,7 +159,8 @@ def grade(pytester: pytest.Pytester, course: Path, root: Path, cluster: KwokClus
 
 def test_a_lab_made_only_of_files_is_brought_up_with_its_topology_and_graded(pytester, course, tmp_path):
     lab = discover([course]).get("gpuquota")
-    assert lab.folder == (course / "gpuquota").resolve() and lab.rubric_version == "1"
+    assert lab.folder == (course / "gpuquota").resolve()
+    assert lab.rubric_version == "1"
     root = tmp_path / "root"
     root.mkdir()
     with KwokCluster.for_lab(lab, name="tests-example") as cluster:
@@ -141,7 +172,8 @@ def test_a_lab_made_only_of_files_is_brought_up_with_its_topology_and_graded(pyt
         assert cluster.get_json("configmap", "quota", "-n", "team-a")["data"] == {"gpus": "2"}
 
         untouched = grade(pytester, course, root, cluster)
-        assert untouched["gpulab"]["earned"] == 0 and untouched["gpulab"]["possible"] == 15
+        assert untouched["gpulab"]["earned"] == 0
+        assert untouched["gpulab"]["possible"] == 15
         assert all(test["metadata"].get("internal_error") is False for test in untouched["tests"])
 
         solved = subprocess.run(
@@ -171,7 +203,8 @@ def test_gpulab_demo_runs_a_lab_from_a_lab_dir(course):
         stdin=subprocess.DEVNULL,
     )
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    assert "gpuquota/step-1" in demo.stdout and "total: 15/15 points" in demo.stdout
+    assert "gpuquota/step-1" in demo.stdout
+    assert "total: 15/15 points" in demo.stdout
     listed = subprocess.run(
         [sys.executable, "-m", "pytest_gpulab.cli", "labs", "--lab-dir", str(course)],
         capture_output=True,
@@ -188,10 +221,24 @@ def test_a_broken_lab_file_is_named_without_hiding_the_other_labs(tmp_path, pyte
         'name = "broken"\ntitle = "x"\ndefault_root = "/root/x"\nrubric_version = "1"\n[[environment.nodes]]\nname = "n"\ntaint = []\n'
     )
     catalog = discover([tmp_path / "course"])
-    assert "gpuop" in catalog.names and "broken" not in catalog.names
+    assert "gpuop" in catalog.names
+    assert "broken" not in catalog.names
     assert any("unknown key environment.nodes[0].taint" in problem for problem in catalog.problems), catalog.problems
     result = pytester.runpytest_subprocess(f"--lab-dir={tmp_path / 'course'}", "--lab", "broken", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*unknown lab 'broken'*", "*could not be read*", "*unknown key environment.nodes[[]0[]].taint*"]
     )
+
+
+def test_each_lab_s_steps_import_their_own_helper_module(tmp_path, monkeypatch):
+    from pytest_gpulab.collect import own_helpers
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    for lab in ("first", "second"):
+        (tmp_path / lab).mkdir()
+        (tmp_path / lab / "_kit.py").write_text(f"LAB = {lab!r}\n")
+    for lab in ("first", "second", "first"):
+        own_helpers(tmp_path / lab)
+        assert lab == importlib.import_module("_kit").LAB

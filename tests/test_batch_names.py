@@ -31,7 +31,8 @@ def test_a_name_the_batch_writes_is_refused_and_the_report_is_still_written(tmp_
     )
     folders, refused = results_folders([taken, index, long, fine])
     assert folders == {fine: "bob"}
-    assert "one the batch writes" in refused[taken] and "one the batch writes" in refused[index]
+    assert "one the batch writes" in refused[taken]
+    assert "one the batch writes" in refused[index]
     assert "1 to 64" in refused[long]
     results = tmp_path / "results"
     results.mkdir()
@@ -39,7 +40,8 @@ def test_a_name_the_batch_writes_is_refused_and_the_report_is_still_written(tmp_
     (results / REFUSED_FILE).write_text(json.dumps({"refused": listed}))
     cohort = write_reports(results)
     assert {entry["bundle"] for entry in cohort.refused} == {taken.name, index.name, long.name}
-    assert (results / "cohort.csv").is_file() and "cohort.csv.gpulab.tar.gz" in (results / "cohort.html").read_text()
+    assert (results / "cohort.csv").is_file()
+    assert "cohort.csv.gpulab.tar.gz" in (results / "cohort.html").read_text()
     assert json.loads((results / "cohort.json").read_text())["refused_bundles"] == listed
 
 
@@ -47,7 +49,8 @@ def test_two_bundles_that_fold_to_one_learner_are_both_refused(tmp_path):
     upper, lower, other = bundles(tmp_path, "Alice.gpulab.tar.gz", "alice.tgz", "carol.tgz")
     folders, refused = results_folders([upper, lower, other])
     assert folders == {other: "carol"}
-    assert "alice.tgz" in refused[upper] and "Alice.gpulab.tar.gz" in refused[lower]
+    assert "alice.tgz" in refused[upper]
+    assert "Alice.gpulab.tar.gz" in refused[lower]
     assert not any(name.endswith("-2") for name in folders.values())
 
 

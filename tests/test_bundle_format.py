@@ -32,8 +32,10 @@ LINK = "a symbolic link (links are not followed)"
 
 def test_an_honest_bundle_opens_with_every_byte_and_exec_bit(tmp_path: Path) -> None:
     opened = open_bundle(write(tmp_path, gz(honest())), tmp_path / "into", limits=SMALL)
-    assert opened.lab == "gpuop" and opened.manifest == manifest()
-    assert opened.snapshot == tmp_path / "into" / "etcd.db" and opened.snapshot.read_bytes() == forge.SNAP
+    assert opened.lab == "gpuop"
+    assert opened.manifest == manifest()
+    assert opened.snapshot == tmp_path / "into" / "etcd.db"
+    assert opened.snapshot.read_bytes() == forge.SNAP
     assert tree(opened.root) == {p: (d, 0o755 if p in forge.EXECUTABLE else 0o644) for p, d in FILES.items()}
     assert {p.name for p in (tmp_path / "into").iterdir()} == {"root", "etcd.db"}
 
@@ -59,7 +61,8 @@ def test_the_manifest_records_where_the_lab_root_stood(tmp_path: Path) -> None:
     out = tmp_path / "b.tar.gz"
     bundle.pack(discover().get("gpuop"), bundle.root_files(root, SMALL), snapshot, out, limits=SMALL, root=str(root))
     opened = open_bundle(out, tmp_path / "into", limits=SMALL)
-    assert opened.recorded_root == str(root) and opened.root != root
+    assert opened.recorded_root == str(root)
+    assert opened.root != root
     args = regrade._pytest_args(opened, tmp_path / "kubeconfig", tmp_path, 1, (), ())
     assert f"--lab-root-recorded={root}" in args
 
@@ -180,7 +183,8 @@ def test_a_bundle_unlike_the_writer_s_is_refused(tmp_path: Path, build: Callable
 def test_members_past_the_end_of_the_archive_are_never_written(tmp_path: Path) -> None:
     hidden = member("root/escaped", b"x") + member("../escaped", b"x") + bytes(1024)
     opened = open_bundle(write(tmp_path, gz(honest(), bytes(1024) + hidden)), tmp_path / "into", limits=SMALL)
-    assert set(tree(opened.root)) == set(FILES) and not list(tmp_path.rglob("escaped*"))
+    assert set(tree(opened.root)) == set(FILES)
+    assert not list(tmp_path.rglob("escaped*"))
 
 
 STREAMS: dict[str, Callable[[], bytes]] = {
@@ -278,7 +282,8 @@ def test_root_files_takes_regular_files_and_follows_no_link(tmp_path: Path) -> N
     (root / "to-dir").symlink_to(outside, target_is_directory=True)
     os.mkfifo(root / "pipe")  # opened, it would block the writer for good
     found = bundle.root_files(root, SMALL)
-    assert found.files == [("sub/run.sh", b"#!/bin/sh\n", True)] and found.total == 10
+    assert found.files == [("sub/run.sh", b"#!/bin/sh\n", True)]
+    assert found.total == 10
     refused = [("pipe", "not a regular file"), ("to-dir", LINK), ("to-file", LINK)]
     assert found.refused == [{"path": path, "reason": reason} for path, reason in refused]
 
@@ -307,14 +312,16 @@ def test_root_files_leaves_out_what_it_cannot_read(tmp_path: Path) -> None:
     for path in (tmp_path / "secret", tmp_path / "closed"):
         path.chmod(0)
     found = bundle.root_files(tmp_path)
-    assert found.files == [] and [r["path"] for r in found.refused] == ["closed/", "secret"]
+    assert found.files == []
+    assert [r["path"] for r in found.refused] == ["closed/", "secret"]
     assert {r["reason"] for r in found.refused} == {"cannot be read: Permission denied"}
 
 
 def test_root_files_leaves_out_a_path_it_cannot_stat(tmp_path: Path) -> None:
     forge.deep_folders(tmp_path, 17, "d" * 250)  # some 4,300 characters
     found = bundle.root_files(tmp_path)
-    assert found.files == [] and "cannot be read" in found.refused[0]["reason"]
+    assert found.files == []
+    assert "cannot be read" in found.refused[0]["reason"]
 
 
 def test_an_empty_folder_and_a_folder_named_like_a_file_come_back(tmp_path: Path) -> None:
@@ -323,7 +330,8 @@ def test_an_empty_folder_and_a_folder_named_like_a_file_come_back(tmp_path: Path
     (lab / "out" / "slots.txt").mkdir()
     (lab / "empty").mkdir()
     opened = open_bundle(forge.written(lab, tmp_path / "b.tar.gz"), tmp_path / "into", limits=SMALL)
-    assert (opened.root / "out" / "slots.txt").is_dir() and (opened.root / "empty").is_dir()
+    assert (opened.root / "out" / "slots.txt").is_dir()
+    assert (opened.root / "empty").is_dir()
     assert opened.manifest["dirs"] == ["empty", "out", "out/slots.txt"]
 
 
@@ -349,7 +357,8 @@ def test_a_manifest_key_no_writer_writes_is_refused(tmp_path: Path) -> None:
 def test_the_seed_is_keyed_with_the_instructor_s_secret_made_once_and_private(tmp_path: Path) -> None:
     secret = regrade.seed_secret(tmp_path / "results")
     path = tmp_path / "results" / regrade.SECRET_FILE
-    assert path.stat().st_mode & 0o777 == 0o600 and len(secret) == 64
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert len(secret) == 64
     assert regrade.seed_secret(tmp_path / "results") == secret  # made once: a re-grade keeps its seeds
     assert [p.name for p in (tmp_path / "results").iterdir()] == [regrade.SECRET_FILE]
     digest = "ab" * 32

@@ -97,7 +97,9 @@ def test_bundle_command_writes_the_lab_root_and_the_cluster(gpuop_cohort: Cohort
         names = archive.getnames()
         manifest = json.loads(archive.extractfile("gpulab-bundle.json").read())  # type: ignore[union-attr]
     assert names == ["gpulab-bundle.json", "cluster/etcd.db", "root/out/answer.txt"]
-    assert manifest["lab"] == "gpuop" and manifest["rubric_version"] and manifest["tools"]["etcd"]
+    assert manifest["lab"] == "gpuop"
+    assert manifest["rubric_version"]
+    assert manifest["tools"]["etcd"]
     assert manifest["refused"] == [{"path": "secret", "reason": "a symbolic link (links are not followed)"}]
 
 

@@ -218,7 +218,8 @@ def test_a_reservation_outlives_its_process_until_its_cluster_is_gone(tmp_path, 
     monkeypatch.setenv("GPULAB_RUNTIME_DIR", str(tmp_path / "runtime"))
     [start] = _free_blocks(1)
     creating = _reserver(tmp_path / "work" / "clusters", 1, [start])  # reserves for clusters/0
-    assert creating.stdout and creating.stdout.readline().split() == [str(start)]
+    assert creating.stdout
+    assert creating.stdout.readline().split() == [str(start)]
     with pytest.raises(OSError, match="no block"):
         ports.reserve(tmp_path / "other", [start])  # held by the process that creates the cluster
     cluster_dir = tmp_path / "work" / "clusters" / "0"

@@ -71,13 +71,17 @@ def test_a_hidden_pod_is_gone_from_every_read(scene):
     name = hidden["metadata"]["name"]
     assert name not in through(view, "get", "pods", "-n", NS, "-o", "json").stdout
     table = through(view, "get", "pods", "-A")
-    assert table.returncode == 0 and name not in table.stdout and "bystander" in table.stdout
+    assert table.returncode == 0
+    assert name not in table.stdout
+    assert "bystander" in table.stdout
     on_node = through(
         view, "get", "pods", "-n", NS, "-l", "app=agent", "--field-selector", "spec.nodeName=lab-node-1", "-o", "name"
     )
-    assert on_node.returncode == 0 and on_node.stdout.strip() == ""
+    assert on_node.returncode == 0
+    assert on_node.stdout.strip() == ""
     direct = through(view, "get", "pod", name, "-n", NS)
-    assert direct.returncode != 0 and "NotFound" in direct.stderr
+    assert direct.returncode != 0
+    assert "NotFound" in direct.stderr
 
 
 def test_its_daemonset_stops_counting_the_node(scene):
@@ -142,7 +146,9 @@ def test_another_spelling_of_the_path_hides_the_same_pods(scene, spelling):
     _, hidden, view = scene
     name = hidden["metadata"]["name"]
     code, listed = raw(view, f"/api/v1/namespaces/{NS}/{spelling}")
-    assert code == 200 and name not in listed and "bystander" in listed
+    assert code == 200
+    assert name not in listed
+    assert "bystander" in listed
     code, _ = raw(view, f"/api/v1/namespaces/{NS}/{spelling}/{name.replace('-', '%2D')}")
     assert code == 404
     _, daemonset = raw(view, f"/apis/apps/v1/namespaces/{NS}/%64aemonsets/agent")
@@ -208,7 +214,8 @@ def test_the_view_dials_out_for_no_script(scene, subresource):
     code, said = raw(view, "/api/v1/" + subresource.format(ns=NS))
     assert code == 403 and "objects only" in said, (code, said)
     code, listed = raw(view, f"/api/v1/namespaces/{NS}/pods/bystander")
-    assert code == 200 and "bystander" in listed  # the object itself still reads
+    assert code == 200
+    assert "bystander" in listed
 
 
 def own_tcp_listeners() -> set[str]:
@@ -227,12 +234,16 @@ def test_a_view_has_no_open_door_on_the_host(scene, tmp_path):
     of its own that answers only its token: a process that finds the port (a scan) reads nothing."""
     cluster, _, view = scene
     code, said = raw(view, f"/api/v1/namespaces/{NS}/configmaps", with_token=False)
-    assert code == 401 and "another run's" in said and "kube-root-ca" not in said
+    assert code == 401
+    assert "another run's" in said
+    assert "kube-root-ca" not in said
     assert raw(view, f"/api/v1/namespaces/{NS}/configmaps")[0] == 200  # with the door's own token
     before = own_tcp_listeners()
     with DoctoredView(cluster.kubeconfig, (), tmp_path / "view") as fresh:
         assert own_tcp_listeners() == before  # the view itself opens no port
         assert oct(fresh.socket.parent.stat().st_mode & 0o777) == "0o700"
         with fresh.door() as door:  # a sandboxed run's door: a Unix socket only
-            assert door.kubeconfig is None and door.token is None and door.socket is not None
+            assert door.kubeconfig is None
+            assert door.token is None
+            assert door.socket is not None
             assert own_tcp_listeners() == before

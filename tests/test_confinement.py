@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from hostile_scripts import ETCD_ATTACK, PWNED, SCAN_REPORT, etcd_keys, fingerprint, objects_of
 
-from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.grading.script_runner import ScriptRunner
 from pytest_gpulab.sandbox import confine as sandbox
 
 SANDBOX = sandbox.probe()
@@ -65,7 +65,8 @@ def test_a_scan_of_every_loopback_port_finds_only_the_view_and_writes_no_etcd(ru
     into every etcd that answers; the lab cluster's etcd listens on this machine's loopback all along."""
     # The cluster is shared: other tests' objects come and go meanwhile, so what is compared is what the
     # attack writes (a key and a namespace named PWNED), and the view's record of the writes it refused.
-    assert etcd_keys(gpuop_cluster) == [] and PWNED not in json.dumps(objects_of(gpuop_cluster))
+    assert etcd_keys(gpuop_cluster) == []
+    assert PWNED not in json.dumps(objects_of(gpuop_cluster))
     script = write(lab, ETCD_ATTACK)
     before_files = fingerprint(lab)
     result = runner.run(script, cluster=True).result

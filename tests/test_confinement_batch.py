@@ -62,7 +62,8 @@ def test_an_attacker_graded_beside_its_victim_changes_nothing_of_it(tmp_path, gp
     folder = bundles_of_attacker_and_victim(tmp_path)
     alone = grade_bundle(folder / "b-victim.gpulab.tar.gz", tmp_path / "alone")
     assert alone.status == "graded", alone.reason
-    assert etcd_keys(gpuop_cluster) == [] and PWNED not in json.dumps(objects_of(gpuop_cluster))
+    assert etcd_keys(gpuop_cluster) == []
+    assert PWNED not in json.dumps(objects_of(gpuop_cluster))
     batch = subprocess.run(
         [str(Path(sys.executable).with_name("gpulab")), "grade-batch", str(folder), "--jobs", "2",
          "--out", str(tmp_path / "results")],
@@ -83,4 +84,5 @@ def test_an_attacker_graded_beside_its_victim_changes_nothing_of_it(tmp_path, gp
     )
     assert any(scan["open"] == [8001] for scan in scans), scans
     # The canary is the shared cluster: what the attack would have written there is a key and a namespace.
-    assert etcd_keys(gpuop_cluster) == [] and PWNED not in json.dumps(objects_of(gpuop_cluster))
+    assert etcd_keys(gpuop_cluster) == []
+    assert PWNED not in json.dumps(objects_of(gpuop_cluster))

@@ -145,7 +145,8 @@ def test_each_pod_grades_its_bundle_as_grade_batch_does(job, host_results, cohor
             assert "reduced" not in report["sandbox"], report["sandbox"]
             print(f"{learner}: container {ours['seconds']['total']:.1f}s, host {theirs['seconds']['total']:.1f}s; "
                   f"sandbox in the Pod: {report['sandbox']}")  # fmt: skip
-    assert statuses["reference"][0] == "graded" and statuses["reference"][1] == statuses["reference"][2]
+    assert statuses["reference"][0] == "graded"
+    assert statuses["reference"][1] == statuses["reference"][2]
     assert statuses["trap-version-string"][1] < statuses["trap-version-string"][2]
     assert {learner: status[0] for learner, status in statuses.items() if status[0] != "graded"} == {
         "broken-truncated": "refused", "broken-tools-a-list": "refused"}  # fmt: skip

@@ -29,7 +29,7 @@ from pytest_gpulab.cohort import regrade
 from pytest_gpulab.cohort.bundle import write_bundle
 from pytest_gpulab.cohort.regrade import grade_bundle
 from pytest_gpulab.grading.feedback import MachineBusy
-from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.grading.script_runner import ScriptRunner
 from pytest_gpulab.labs import discover
 from pytest_gpulab.sandbox import cgroups
 from pytest_gpulab.sandbox import confine as sandbox
@@ -153,7 +153,8 @@ def test_a_machine_that_would_run_scripts_as_the_grader_refuses_to_grade_bundles
     bare = sandbox.Sandbox("none", None, missing=("no sandbox: bubblewrap could not make namespaces here",))
     monkeypatch.setattr(regrade, "probe", lambda: bare)
     outcome = regrade.grade_bundle(tmp_path / "any.gpulab.tar.gz", tmp_path / "out")
-    assert outcome.status == "error" and "would run as the grader's own user" in (outcome.reason or "")
+    assert outcome.status == "error"
+    assert "would run as the grader's own user" in (outcome.reason or "")
     assert "bubblewrap could not make namespaces" in (outcome.reason or "")
     assert json.loads((tmp_path / "out" / "outcome.json").read_text())["status"] == "error"
     assert not (tmp_path / "out" / "report.json").exists()

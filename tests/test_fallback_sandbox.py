@@ -18,7 +18,7 @@ from grading import json_report, solve
 from hostile_scripts import fingerprint
 
 from pytest_gpulab.cluster.kwok import KwokCluster
-from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.grading.script_runner import ScriptRunner
 from pytest_gpulab.sandbox.confine import RUN_UIDS, Sandbox
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader runs scripts as uids of their own")
@@ -96,11 +96,14 @@ def test_a_script_without_a_sandbox_reads_what_it_is_given_and_writes_none_of_th
     assert run.result.exit_code == 0 and int(lines[0]) in RUN_UIDS, run.result
     assert lines[1:6] == ["refused"] * 5, run.result
     assert lines[6:] == ["MAIN_RUNTIMES=runc", "GIVEN-DUMP", "dumped", "scratch-ok"], run.result
-    assert run.asked_for_config_dump() and run.user == int(lines[0])
+    assert run.asked_for_config_dump()
+    assert run.user == int(lines[0])
     assert {path: digest for path, digest in fingerprint(lab, runner.work).items() if path in before} == before
-    assert not (runner.work / "pwned").exists() and not (lab / "pwned").exists()
+    assert not (runner.work / "pwned").exists()
+    assert not (lab / "pwned").exists()
     staged_script, staged_dump = map(Path, run.result.command[:2])
-    assert staged_script.name == "attack.sh" and not staged_dump.exists()  # a run's own copies go with it
+    assert staged_script.name == "attack.sh"
+    assert not staged_dump.exists()
     runner.close()
     assert not staged_script.exists()
 

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_gpulab.grading import Case, Cases, Checker, GradingError, StepFailed
 from pytest_gpulab.grading.contract import contract_checks
-from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.grading.script_runner import ScriptRunner
 from pytest_gpulab.sandbox import confine
 
 SANDBOX = confine.probe()

@@ -50,7 +50,8 @@ def test_the_job_manifest_is_taken_server_side_and_its_pods_get_their_indexes(gp
     )
     assert "serverside-applied" in applied.stdout
     job = gpuop_cluster.get_json("job", "gpulab-grade", "-n", "grading-job")
-    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == len(LEARNERS)
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == len(LEARNERS)
     assert job["spec"]["parallelism"] == 2
 
     def indexes() -> set[str]:
@@ -74,9 +75,11 @@ def test_each_job_index_grades_its_own_bundle(gpuop_cohort, tmp_path):
         batch = json.loads((gpuop_cohort.results / learner / "outcome.json").read_text())
         assert (ours["status"], ours["earned"]) == (batch["status"], batch["earned"])
     beyond = gpulab("job-entry", f"--bundles={bundles}", f"--out={results}", env={"JOB_COMPLETION_INDEX": "3"})
-    assert beyond.returncode == 2 and "index 3 has no bundle" in beyond.stderr
+    assert beyond.returncode == 2
+    assert "index 3 has no bundle" in beyond.stderr
     unset = gpulab("job-entry", f"--bundles={bundles}", f"--out={results}", env={"JOB_COMPLETION_INDEX": "x"})
-    assert unset.returncode == 2 and "Indexed Job" in unset.stderr
+    assert unset.returncode == 2
+    assert "Indexed Job" in unset.stderr
     assert gpulab("cohort-report", str(results)).returncode == 0
     assert json.loads((results / "cohort.json").read_text())["learners"] == len(LEARNERS)
 
@@ -112,7 +115,8 @@ def test_run_autograder_grades_the_upload_into_results_json(gpuop_cohort, tmp_pa
     if says:
         assert says in results["output"], results
     else:
-        assert results["tests"] and all("name" in test for test in results["tests"])
+        assert results["tests"]
+        assert all("name" in test for test in results["tests"])
 
 
 def test_the_job_manifest_is_valid_yaml_for_any_count(tmp_path):
@@ -139,10 +143,14 @@ def test_the_job_s_pods_ask_for_no_privilege_and_the_api_server_takes_them(gpuop
     gpuop_cluster.kubectl("apply", "--server-side", "--field-manager=gpulab", "-f", str(tmp_path / "job.yaml"))
     pod = gpuop_cluster.get_json("job", "gpulab-grade", "-n", namespace)["spec"]["template"]["spec"]
     container = pod["containers"][0]["securityContext"]
-    assert pod["hostUsers"] is False and "privileged" not in json.dumps(pod).replace('"privileged": false', "")
-    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
-    assert container["capabilities"]["drop"] == ["ALL"] and container["allowPrivilegeEscalation"] is False
-    assert container["procMount"] == "Unmasked" and container["readOnlyRootFilesystem"] is True
+    assert pod["hostUsers"] is False
+    assert "privileged" not in json.dumps(pod).replace('"privileged": false', "")
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert container["capabilities"]["drop"] == ["ALL"]
+    assert container["allowPrivilegeEscalation"] is False
+    assert container["procMount"] == "Unmasked"
+    assert container["readOnlyRootFilesystem"] is True
     expected = {"type": "Localhost", "localhostProfile": seccomp} if seccomp else {"type": "RuntimeDefault"}
     assert pod["securityContext"]["seccompProfile"] == expected
 
@@ -157,7 +165,9 @@ def test_the_gradescope_package_sets_up_from_its_zip_and_grades(gpuop_cohort, tm
     with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
         archive.extractall(root / "source")
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
-    assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111 and "pyproject.toml" in modes
+    assert modes["setup.sh"] & 0o111
+    assert modes["run_autograder"] & 0o111
+    assert "pyproject.toml" in modes
     offline = {"GPULAB_AUTOGRADER_ROOT": str(root), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE)}
     setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env={**os.environ, **offline},
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)  # fmt: skip

@@ -21,7 +21,7 @@ from hostile_scripts import fingerprint
 
 from pytest_gpulab.grading.feedback import StepFailed
 from pytest_gpulab.grading.learner import LearnerWork
-from pytest_gpulab.grading.scripts import ScriptRunner
+from pytest_gpulab.grading.script_runner import ScriptRunner
 from pytest_gpulab.labs.waiting import wait_until
 from pytest_gpulab.sandbox import confine as sandbox
 
@@ -200,7 +200,8 @@ def test_a_hostile_script_ends_in_its_own_run(runner, tmp_path, case):
     result = run.result
     assert time.monotonic() - started < 3.0 + 10  # the timeout, the kill and the drain
     assert fingerprint(lab, report, GRADER, other) == before
-    assert not Path("/tmp/gpulab-hostile-junk").exists() and not (GRADER / "step9_free_points.py").exists()
+    assert not Path("/tmp/gpulab-hostile-junk").exists()
+    assert not (GRADER / "step9_free_points.py").exists()
     assert "other learner" not in result.stdout
     # a killed process is gone once its parent reaps it: a moment on a busy machine (seen as "[hostile.sh]")
     assert run.user is None or wait_until(lambda: scripts_processes(run.user) == [], 10), scripts_processes(run.user)
@@ -212,7 +213,8 @@ def test_a_hostile_script_ends_in_its_own_run(runner, tmp_path, case):
     if case in ("hang", "sleep-past-the-timeout"):
         assert result.timed_out
     if case == "flood-output":
-        assert result.flooded and len(result.stdout) <= 64 * 1024
+        assert result.flooded
+        assert len(result.stdout) <= 64 * 1024
 
 
 def test_scripts_run_as_a_uid_of_their_own_without_seeing_the_grader(runner):
@@ -293,7 +295,9 @@ def test_a_lab_root_of_hostile_files_is_graded_step_by_step_and_reported(pyteste
     assert data["complete"] is True
     assert [s["outcome"] for s in data["steps"]] == ["failed"] * 4 + ["error"] * 4
     text = json.dumps(data)
-    assert "secret" not in text and "root:" not in text and "Traceback" not in text
+    assert "secret" not in text
+    assert "root:" not in text
+    assert "Traceback" not in text
 
 
 def test_a_script_that_does_not_read_the_cluster_reaches_nothing_on_the_network(runner):

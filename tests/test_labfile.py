@@ -27,17 +27,17 @@ def test_a_full_environment_reads_as_declared(tmp_path):
         'labels = { a = "b" }\nannotations = { c = "d" }\ntaints = [{ key = "k", effect = "NoExecute" }]\n'
         '[[environment.nodes]]\nnames = ["w-0", "w-1"]\n',
     )
-    assert lab.rubric_version == "3" and lab.default_root == Path("~/demo").expanduser()
+    assert lab.rubric_version == "3"
+    assert lab.default_root == Path("~/demo").expanduser()
     assert [path.name for path in lab.environment.objects] == ["b.yaml", "a.yaml"]  # in the order written, once each
     gpu, worker, _ = lab.nodes
     manifest = gpu.manifest()
     assert manifest["status"]["capacity"] == {"cpu": "4", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "8"}
     assert manifest["spec"] == {"taints": [{"key": "k", "effect": "NoExecute"}], "unschedulable": True}
-    assert (
-        manifest["metadata"]["labels"]["a"] == "b"
-        and manifest["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
-    )
-    assert worker.manifest()["spec"] == {} and lab.environment.node_names == ("gpu", "w-0", "w-1")
+    assert manifest["metadata"]["labels"]["a"] == "b"
+    assert manifest["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert worker.manifest()["spec"] == {}
+    assert lab.environment.node_names == ("gpu", "w-0", "w-1")
 
 
 @pytest.mark.parametrize(

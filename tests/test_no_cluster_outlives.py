@@ -91,7 +91,8 @@ def creating(tmp: Path) -> bool:
 def test_a_grader_killed_leaves_no_cluster(tmp, signum):
     process = grader(tmp)
     try:
-        assert process.stdout is not None and process.stdout.readline() == "up\n"
+        assert process.stdout is not None
+        assert process.stdout.readline() == "up\n"
         assert len(components_of(tmp)) == 5, naming(str(tmp))
         killed(process, signum)
         assert wait_until(lambda: gone(tmp), 30, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
@@ -112,7 +113,8 @@ def test_a_grader_killed_while_kwokctl_creates_its_cluster_leaves_none(tmp):
 def test_a_leftover_whose_watchdog_was_killed_too_is_reaped_by_the_next_sweep(tmp):
     process = grader(tmp)
     try:
-        assert process.stdout is not None and process.stdout.readline() == "up\n"
+        assert process.stdout is not None
+        assert process.stdout.readline() == "up\n"
         [workdir] = cluster_folders(tmp)
         [watchdog] = [pid for pid, command in naming(str(workdir / reaper.RECORD)).items() if reaper.SCRIPT in command]
         os.kill(watchdog, signal.SIGKILL)
@@ -129,13 +131,16 @@ def test_a_live_graders_cluster_is_no_leftover(tmp_path):
     workdir = tmp_path / f"{reaper.WORKDIR_PREFIX}given"  # a folder the sweep looks at
     with KwokCluster("tests-not-left", workdir=workdir) as cluster:
         record = json.loads((workdir / reaper.RECORD).read_text())
-        assert record["pid"] == os.getpid() and not record["remove_workdir"]
+        assert record["pid"] == os.getpid()
+        assert not record["remove_workdir"]
         assert reaper.sweep(tmp_path) == []
         assert cluster._watchdog is not None
         cluster._watchdog.process.kill()
         cluster._watchdog.process.wait()
-        assert reaper.sweep(tmp_path) == [] and cluster.is_running()
-    assert not (workdir / reaper.RECORD).exists() and not cluster.cluster_dir.exists()
+        assert reaper.sweep(tmp_path) == []
+        assert cluster.is_running()
+    assert not (workdir / reaper.RECORD).exists()
+    assert not cluster.cluster_dir.exists()
     assert wait_until(lambda: not naming(str(workdir)), 10), naming(str(workdir))
 
 

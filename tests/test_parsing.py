@@ -350,7 +350,8 @@ def test_a_table_is_shown_with_its_values_in_the_learner_s_syntax_not_python_s()
 
     written = shown({"requests": {"cpu": "300m", "memory": "64G"}, "limits": {"nvidia.com/gpu": 1}})
     assert written == '{requests: {cpu: "300m", memory: "64G"}, limits: {nvidia.com/gpu: 1}}'
-    assert "a table" not in written and "'" not in written
+    assert "a table" not in written
+    assert "'" not in written
     assert shown({f"k{n}": "x" * 20 for n in range(40)}).endswith("…}")
 
 
@@ -361,4 +362,5 @@ def test_broken_yaml_is_told_by_line_and_in_words_not_in_the_parser_s(tmp_path):
     assert failed.value.message.startswith(
         "k8s/pod.yaml is not valid YAML at line 5, column 3: a key without its colon"
     )
-    assert "<unicode string>" not in failed.value.message and "scanning" not in failed.value.message
+    assert "<unicode string>" not in failed.value.message
+    assert "scanning" not in failed.value.message

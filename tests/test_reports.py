@@ -63,7 +63,8 @@ def grade(pytester, folder, *args):
 def test_four_outcomes_each_with_its_sentence_in_the_report_and_the_table(pytester):
     result, report = grade(pytester, mini_lab(pytester))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert report["schema"] == "pytest-gpulab/report" and report["schema_version"] == 1
+    assert report["schema"] == "pytest-gpulab/report"
+    assert report["schema_version"] == 1
     assert (report["lab"], report["rubric_version"], report["complete"], report["interrupted"]) == (
         "mini",
         "3",
@@ -85,7 +86,8 @@ def test_four_outcomes_each_with_its_sentence_in_the_report_and_the_table(pytest
         "Count again.",
         {"found": 3},
     )
-    assert steps[4]["checks"][0]["error"] == "KeyError: 'oops'" and "not your mistake" in steps[4]["message"]
+    assert steps[4]["checks"][0]["error"] == "KeyError: 'oops'"
+    assert "not your mistake" in steps[4]["message"]
     result.stdout.fnmatch_lines(
         [
             "step  title * points  outcome",
@@ -107,9 +109,11 @@ def test_a_blocked_step_names_its_root_cause_and_says_nothing_misleading(pyteste
         "Blocked by step 2: The ConfigMap lab/two, which step 2 makes, is missing. "
         "Because step 2 failed: The thing should be 2, found 3."
     )
-    assert blocked["blocked_by"] == [2] and blocked["earned"] == 0
+    assert blocked["blocked_by"] == [2]
+    assert blocked["earned"] == 0
     assert [c["outcome"] for c in blocked["checks"]] == ["blocked", "blocked"]
-    assert "Misleading" not in json.dumps(report) and "Misleading" not in result.stdout.str()
+    assert "Misleading" not in json.dumps(report)
+    assert "Misleading" not in result.stdout.str()
     assert "2 blocked" in result.stdout.lines[-1]
 
 
@@ -117,7 +121,8 @@ def test_a_blocked_step_graded_alone_says_the_step_it_needs_was_not_graded(pytes
     result, report = grade(pytester, mini_lab(pytester), "--step", "3")
     assert [s["outcome"] for s in report["steps"]] == ["not graded", "not graded", "blocked", "not graded"]
     assert "Because step 2 was not graded in this run; grade it too (--step 2-3)." in report["steps"][2]["message"]
-    assert report["complete"] is True and report["steps_chosen"] == "3"
+    assert report["complete"] is True
+    assert report["steps_chosen"] == "3"
     result.stdout.fnmatch_lines(["   1  Right * -/5  not graded", "total: 0/25 points (steps 1, 2, 4 not graded)*"])
 
 
@@ -134,7 +139,8 @@ def test_one_step_at_a_time(pytester, chosen, graded):
 def test_a_bad_step_choice_is_a_usage_error_saying_where_it_came_from(pytester, chosen, says):
     result, _ = grade(pytester, mini_lab(pytester), f"--step={chosen}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert says in result.stderr.str() and "the option --step" in result.stderr.str()
+    assert says in result.stderr.str()
+    assert "the option --step" in result.stderr.str()
 
 
 def test_step_touches_nothing_the_step_does_not_need(pytester):
@@ -160,7 +166,8 @@ def test_an_unreachable_cluster_is_an_error_of_exactly_the_cluster_steps(pyteste
         **{n: "failed" for n in (1, 2, 3, 4)},  # files and scripts: the learner's, graded without a cluster
         **{n: "error" for n in (5, 6, 7, 8)},
     }
-    assert data["retry"] is True and all(s["message"].startswith("Could not reach") for s in data["steps"][4:])
+    assert data["retry"] is True
+    assert all(s["message"].startswith("Could not reach") for s in data["steps"][4:])
 
 
 SLOW = """
@@ -185,7 +192,8 @@ def test_a_check_out_of_time_is_an_error_of_its_step_only(pytester):
     _, report = grade(pytester, folder)
     steps = report["steps"]
     assert [s["outcome"] for s in steps] == ["error", "passed", "passed"]
-    assert "took longer than its 1.0 seconds" in steps[0]["message"] and report["retry"] is True
+    assert "took longer than its 1.0 seconds" in steps[0]["message"]
+    assert report["retry"] is True
 
 
 def test_a_grader_killed_outright_leaves_the_incomplete_report(pytester):
@@ -245,7 +253,8 @@ def test_the_report_does_not_depend_on_pytest_json_report(pytester, json_report)
         (pytester.path / "a-file").write_text("")
         args = ["--json-report", f"--json-report-file={pytester.path / 'a-file' / 'report.json'}"]
     _, report = grade(pytester, folder, *args)
-    assert report["complete"] is True and [s["outcome"] for s in report["steps"]][:2] == ["passed", "failed"]
+    assert report["complete"] is True
+    assert [s["outcome"] for s in report["steps"]][:2] == ["passed", "failed"]
 
 
 GRADESCOPE_TOP = {"score", "execution_time", "output", "visibility", "stdout_visibility", "tests"}
@@ -257,15 +266,22 @@ def test_gradescope_results_follow_the_autograder_format(pytester):
     results = pytester.path / "results.json"
     grade(pytester, mini_lab(pytester), f"--gradescope-results={results}")
     data = json.loads(results.read_text())
-    assert set(data) <= GRADESCOPE_TOP and {"score", "execution_time", "tests"} <= set(data)
-    assert data["score"] == 5.0 and data["execution_time"] >= 0 and data["visibility"] in VISIBILITIES
+    assert set(data) <= GRADESCOPE_TOP
+    assert {"score", "execution_time", "tests"} <= set(data)
+    assert data["score"] == 5.0
+    assert data["execution_time"] >= 0
+    assert data["visibility"] in VISIBILITIES
     tests = data["tests"]
     assert [t["number"] for t in tests] == ["1.1", "2.1", "3.1", "3.2", "4.1"]
     for test in tests:
-        assert set(test) <= GRADESCOPE_TEST and {"name", "number", "score", "max_score", "status"} <= set(test)
-        assert re.fullmatch(r"\d+\.\d+", test["number"]) and test["status"] in {"passed", "failed"}
-        assert 0 <= test["score"] <= test["max_score"] and test["visibility"] in VISIBILITIES
-        assert isinstance(test["output"], str) and isinstance(test["name"], str)
+        assert set(test) <= GRADESCOPE_TEST
+        assert {"name", "number", "score", "max_score", "status"} <= set(test)
+        assert re.fullmatch(r"\d+\.\d+", test["number"])
+        assert test["status"] in {"passed", "failed"}
+        assert 0 <= test["score"] <= test["max_score"]
+        assert test["visibility"] in VISIBILITIES
+        assert isinstance(test["output"], str)
+        assert isinstance(test["name"], str)
     assert sum(t["max_score"] for t in tests) == pytest.approx(25)
     assert tests[1]["output"] == "The thing should be 2, found 3. Hint: Count again."
     assert [t["extra_data"]["outcome"] for t in tests] == ["passed", "failed", "blocked", "blocked", "error"]
@@ -283,5 +299,6 @@ def test_junit_testcases_carry_lab_step_check_points_and_outcome(pytester):
         "gpulab_outcome": "failed",
         "gpulab_points": "0/10",
     }
-    assert properties["right"]["gpulab_outcome"] == "passed" and properties["right"]["gpulab_points"] == "5/5"
+    assert properties["right"]["gpulab_outcome"] == "passed"
+    assert properties["right"]["gpulab_points"] == "5/5"
     assert properties["bug"]["gpulab_outcome"] == "error"

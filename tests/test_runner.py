@@ -49,11 +49,14 @@ def test_exit_codes_and_output(tmp_path, scratch):
     assert result.stdout == "out\n"
     assert result.stderr == "err\n"
     assert result.stdout_lines() == ["out"]
-    assert not (result.timed_out or result.flooded or result.ran_with_bash)
+    assert not (result.timed_out)
+    assert not (result.flooded)
+    assert not (result.ran_with_bash)
     assert result.describe() == "exited 3"
     assert result.command == [str(script)]
     ok = run_script(write(tmp_path / "ok.sh", "#!/bin/sh\nexit 0\n"), cwd=scratch)
-    assert ok.exit_code == 0 and ok.describe() == "exited 0"
+    assert ok.exit_code == 0
+    assert ok.describe() == "exited 0"
 
 
 def test_args_are_passed(tmp_path, scratch):
@@ -87,7 +90,8 @@ def test_background_child_does_not_hang_a_finished_script(tmp_path, scratch):
     started = time.monotonic()
     result = run_script(script, cwd=scratch, timeout=10)
     assert time.monotonic() - started < 3.0
-    assert result.exit_code == 0 and not result.timed_out
+    assert result.exit_code == 0
+    assert not result.timed_out
     assert result.stdout == "done\n"
     assert gone(int((scratch / "child.pid").read_text()))
 
@@ -98,7 +102,8 @@ def test_flood_is_killed_and_flagged(tmp_path, scratch, redirect):
     started = time.monotonic()
     result = run_script(script, cwd=scratch, timeout=10, output_limit=1000)
     assert time.monotonic() - started < 5
-    assert result.flooded and not result.timed_out
+    assert result.flooded
+    assert not result.timed_out
     assert result.exit_code is None
     assert result.describe() == "was stopped: it printed more than 1 MiB"
     text = result.stderr if redirect else result.stdout
@@ -110,9 +115,11 @@ def test_flood_is_killed_and_flagged(tmp_path, scratch, redirect):
 def test_output_is_truncated_but_counted(tmp_path, scratch):
     script = write(tmp_path / "s.sh", "#!/bin/bash\nhead -c 10000 /dev/zero | tr '\\0' x\n")
     result = run_script(script, cwd=scratch, output_limit=100)
-    assert result.exit_code == 0 and not result.flooded
+    assert result.exit_code == 0
+    assert not result.flooded
     assert result.stdout == "x" * 100
-    assert result.stdout_bytes == 10000 and result.stdout_truncated
+    assert result.stdout_bytes == 10000
+    assert result.stdout_truncated
 
 
 def test_invalid_utf8_is_replaced(tmp_path, scratch):
@@ -125,7 +132,8 @@ def test_stdin_is_closed(tmp_path, scratch):
     started = time.monotonic()
     result = run_script(script, cwd=scratch, timeout=5)
     assert time.monotonic() - started < 2
-    assert result.exit_code == 0 and result.stdout == "after\n"
+    assert result.exit_code == 0
+    assert result.stdout == "after\n"
 
 
 def test_non_executable_script_runs_with_bash(tmp_path, scratch):
@@ -141,7 +149,9 @@ def test_non_executable_script_runs_with_bash(tmp_path, scratch):
 def test_executable_script_without_shebang_runs_with_bash(tmp_path, scratch):
     script = write(tmp_path / "nobang.sh", "echo fine\n")
     result = run_script(script, cwd=scratch)
-    assert result.ran_with_bash and result.exit_code == 0 and result.stdout == "fine\n"
+    assert result.ran_with_bash
+    assert result.exit_code == 0
+    assert result.stdout == "fine\n"
 
 
 def test_crlf_shebang_is_explained(tmp_path, scratch):
@@ -161,15 +171,19 @@ def test_popen_permission_error_is_a_result(tmp_path, scratch, monkeypatch):
     # Executable: the direct exec fails with EACCES, then the bash fallback too.
     script = write(tmp_path / "s.sh", "#!/bin/bash\necho hi\n")
     result = run_script(script, cwd=scratch)
-    assert result.start_error is not None and "Permission denied" in result.start_error
+    assert result.start_error is not None
+    assert "Permission denied" in result.start_error
     assert result.exit_code is None
     assert result.ran_with_bash
     assert result.describe().startswith("could not be started: Permission denied")
-    assert not (result.timed_out or result.flooded) and result.stdout == ""
+    assert not (result.timed_out)
+    assert not (result.flooded)
+    assert result.stdout == ""
     # Not executable: only the bash path is tried.
     plain = write(tmp_path / "plain.sh", "echo hi\n", executable=False)
     result = run_script(plain, cwd=scratch)
-    assert result.exit_code is None and result.ran_with_bash
+    assert result.exit_code is None
+    assert result.ran_with_bash
     assert result.describe().startswith("could not be started: Permission denied")
 
 
@@ -180,9 +194,11 @@ def test_bash_that_cannot_run_is_a_result(tmp_path, scratch):
     write(tools / "bash", "\x7fnot an executable\n")
     script = write(tmp_path / "plain.sh", "echo hi\n", executable=False)
     result = run_script(script, cwd=scratch, extra_env={"PATH": str(tools)})
-    assert result.ran_with_bash and result.command[0] == str(tools / "bash")
+    assert result.ran_with_bash
+    assert result.command[0] == str(tools / "bash")
     assert result.exit_code is None
-    assert result.start_error is not None and str(tools / "bash") in result.start_error
+    assert result.start_error is not None
+    assert str(tools / "bash") in result.start_error
     assert result.describe() == f"could not be started: {result.start_error}"
 
 
@@ -212,7 +228,8 @@ def test_path_prefix_and_environment(tmp_path, scratch, monkeypatch):
     assert result.exit_code == 0, result.stderr
     lines = dict(line.split("=", 1) for line in result.stdout_lines()[:4])
     assert lines["PATH"] == f"{tools}{os.pathsep}{os.environ['PATH']}"
-    assert lines["HOME"] == os.environ["HOME"] and lines["HOME"]
+    assert lines["HOME"] == os.environ["HOME"]
+    assert lines["HOME"]
     assert lines["MARKER"] == "kept"
     assert lines["EXTRA"] == "x y"
     assert result.stdout_lines()[4] == "hello from tool"
@@ -236,7 +253,9 @@ def test_relative_script_path(tmp_path, scratch, monkeypatch):
 def test_killed_by_signal(tmp_path, scratch):
     script = write(tmp_path / "kill.sh", "#!/bin/bash\nkill -KILL $$\n")
     result = run_script(script, cwd=scratch)
-    assert result.exit_code is None and not result.timed_out and not result.flooded
+    assert result.exit_code is None
+    assert not result.timed_out
+    assert not result.flooded
     assert result.describe() == "was killed by SIGKILL"
 
 
@@ -262,7 +281,8 @@ def test_child_escaping_the_group_does_not_hang(tmp_path, scratch):
     started = time.monotonic()
     result = run_script(script, cwd=scratch, timeout=10)
     assert time.monotonic() - started < 2.5
-    assert result.exit_code == 0 and result.stdout == "hi\n"
+    assert result.exit_code == 0
+    assert result.stdout == "hi\n"
 
 
 def test_a_run_s_environment_and_client_are_made_while_pytest_sets_and_unsets_a_variable(monkeypatch):
@@ -321,5 +341,6 @@ def test_the_sandbox_is_tried_once_however_many_threads_ask_at_once(monkeypatch)
             asker.join(timeout=30)
     finally:
         confine._probe.cache_clear()
-    assert len(found) == 4 and all(sandbox is found[0] for sandbox in found)
+    assert len(found) == 4
+    assert all(sandbox is found[0] for sandbox in found)
     assert len(tries) <= 1  # none where bubblewrap or its tools are missing

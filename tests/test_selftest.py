@@ -111,9 +111,11 @@ def test_each_disagreement_is_named_and_fails_the_run(tmp_path):
     }, done.stdout
     problems = done.stdout.split("Disagreements:", 1)[1]
     assert "form not-a-right-answer:\n  step 2 failed, it should pass: 'FREE_GPUS in out/free.txt should be" in problems
-    assert "  step 1 passed, it should fail: ''" in problems and "step 1's message lacks 'FREE_GPUS'" in problems
+    assert "  step 1 passed, it should fail: ''" in problems
+    assert "step 1's message lacks 'FREE_GPUS'" in problems
     assert "replace out/free.txt changed nothing" in problems
-    assert "the shell snippet failed (exit 1)" in problems and "no-such-pod" in problems
+    assert "the shell snippet failed (exit 1)" in problems
+    assert "no-such-pod" in problems
     assert "gpuquota: 2 of 6 rows as declared; 4 disagree: form not-a-right-answer, trap declared-on" in done.stdout
 
 

@@ -31,7 +31,8 @@ def test_every_staging_module_kubernetes_replaces_is_pinned_to_its_release():
     # Required at v0.0.0 and replaced by ./staging upstream: each needs a published release here.
     required = set(re.findall(r"^\s*(k8s\.io/[\w-]+) v0\.0\.0$", upstream, re.M))
     staging = set(re.findall(r"^\s*(k8s\.io/[\w-]+) => \./staging/", upstream, re.M))
-    assert required and required <= staging
+    assert required
+    assert required <= staging
     assert set(pinned) == required
     assert all(version.startswith("v0.36.") for version in pinned.values())
 

@@ -128,7 +128,8 @@ def test_an_edit_that_changes_nothing_or_misses_its_file_says_so(tmp_path):
 def test_a_mistake_in_the_file_is_named_with_its_variant_and_key(tmp_path, text, error):
     with pytest.raises(VariantsError, match=None) as raised:
         load_variants(lab_with(tmp_path, text))
-    assert error in str(raised.value) and str(tmp_path / "lab" / "variants.toml") in str(raised.value)
+    assert error in str(raised.value)
+    assert str(tmp_path / "lab" / "variants.toml") in str(raised.value)
 
 
 def test_the_labs_keep_every_variant_they_had_in_python():
@@ -143,7 +144,8 @@ def test_the_labs_keep_every_variant_they_had_in_python():
     assert all(a >= b for lab in moved for a, b in zip(counts[lab], moved[lab], strict=True)), counts
     example = load_variants(CHECKOUT / "tests" / "examples" / "gpuquota")
     kinds = {v.name: (v.kind, v.own_cluster) for v in example}
-    assert kinds["gpu-limit-quoted"] == ("form", False) and kinds["free-gpus-is-the-quota"] == ("trap", False)
+    assert kinds["gpu-limit-quoted"] == ("form", False)
+    assert kinds["free-gpus-is-the-quota"] == ("trap", False)
     assert kinds["trainer-without-toleration"] == ("trap", True)
 
 
@@ -163,7 +165,8 @@ def test_a_trap_is_judged_on_its_step_its_words_and_every_other_step(tmp_path):
         {"steps": [step(1, "failed", "It is wrong."), step(2, "blocked", blocked, (1,)), step(3, "passed")]},
         "lab",
     )
-    assert right.problems == [] and right.verdict == "ok"
+    assert right.problems == []
+    assert right.verdict == "ok"
     wrong = Row("trap", trap)
     judge(wrong, {"steps": [step(1, "failed", "KeyError: 'x'"), step(2, "passed"), step(3, "error", "Broke.")]}, "lab")
     assert wrong.problems == [

@@ -72,7 +72,8 @@ def test_a_warm_grading_is_a_process_of_its_own_with_the_request_s_environment(p
     assert seen["warm"] and seen["parent"] != os.getpid(), seen  # forked from the server, not started by us
     assert (seen["cwd"], seen["stdin"], seen["variable"]) == (str(run), "", "from-the-request")
     assert seen["sockets"] == [], seen  # neither the server's socket nor its reply's: it cannot ask for a grading
-    assert "PROBE " in (run / "output.txt").read_text() and "failed as asked" in (run / "failed.txt").read_text()
+    assert "PROBE " in (run / "output.txt").read_text()
+    assert "failed as asked" in (run / "failed.txt").read_text()
     assert "warning" not in (run / "output.txt").read_text()  # none of pytest's, on modules it could not rewrite
 
 
@@ -121,7 +122,8 @@ def test_cold_gradings_are_new_interpreters(probe):
     run, env, record = probe
     assert COLD.run(ARGS, cwd=run, env=env, output=run / "out.txt", timeout=60) == 0
     seen = json.loads(record.read_text())
-    assert not seen["warm"] and seen["parent"] == os.getpid()
+    assert not seen["warm"]
+    assert seen["parent"] == os.getpid()
 
 
 KUBECONFIG = """apiVersion: v1

@@ -2,19 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    SYSTEM_TAINT_PREFIX,
-    Words,
-    advertised,
-    dig,
-    expect,
-    expect_value,
-    fail,
-    listed,
-    should_be,
-    tolerations,
-    written_and_applied,
-)
+from pytest_gpulab.grading import Words, dig, expect, expect_value, fail, k8s, listed, should_be
 
 pytestmark = pytest.mark.step(1, "GPUs, labels and the operator's two DaemonSets", points=15)
 
@@ -33,7 +21,7 @@ BLANKET_HINT = (
 
 def custom_tolerations(daemonset):
     """The tolerations that let the DaemonSet's Pods onto a node with a custom taint."""
-    return [t for t in tolerations(daemonset) if not str(t.get("key") or "").startswith(SYSTEM_TAINT_PREFIX)]
+    return [t for t in k8s.tolerations(daemonset) if not str(t.get("key") or "").startswith(k8s.SYSTEM_TAINT_PREFIX)]
 
 
 def check_daemonset(label):
@@ -58,7 +46,7 @@ def check_daemonset(label):
 
 
 def test_gpu_feature_discovery(learner, live):
-    written_and_applied(
+    k8s.written_and_applied(
         learner.file("k8s/gfd-ds.yaml"),
         live,
         "DaemonSet",
@@ -68,7 +56,7 @@ def test_gpu_feature_discovery(learner, live):
 
 
 def test_device_plugin(learner, live):
-    written_and_applied(
+    k8s.written_and_applied(
         learner.file("k8s/device-plugin-ds.yaml"),
         live,
         "DaemonSet",
@@ -87,7 +75,7 @@ def test_nodes_labeled_for_the_operator(live, lab):
 
 
 def test_nodes_advertise_four_gpus(live, lab):
-    found = {node: advertised(live.get("Node", node), "nvidia.com/gpu") for node in lab.environment.node_names}
+    found = {node: k8s.advertised(live.get("Node", node), "nvidia.com/gpu") for node in lab.environment.node_names}
     wrong = [
         f"{node} capacity {capacity or 'none'}" + (f", allocatable {allocatable or 'none'}" if node != RESERVED else "")
         for node, (capacity, allocatable) in found.items()

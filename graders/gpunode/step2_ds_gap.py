@@ -2,19 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    blocked_unless,
-    count_of,
-    daemonset_owner,
-    dig,
-    expect,
-    expect_answers,
-    listed,
-    name_of,
-    number,
-    word,
-    yes_no,
-)
+from pytest_gpulab.grading import answers, blocked_unless, dig, expect, k8s, listed
 
 pytestmark = pytest.mark.step(2, "The reservation taint and the gap the status hides", points=10)
 
@@ -30,12 +18,12 @@ EXPECTED_HINT = (
 
 
 def test_status_numbers(learner):
-    expect_answers(
+    answers.expect_answers(
         learner.file(REPORT),
         {
-            "DESIRED": number(2, why=AS_THE_STATUS_SAID, hints={3: EXPECTED_HINT}),
-            "READY": number(2, why=AS_THE_STATUS_SAID),
-            "STATUS_LOOKS_HEALTHY": yes_no(
+            "DESIRED": answers.number(2, why=AS_THE_STATUS_SAID, hints={3: EXPECTED_HINT}),
+            "READY": answers.number(2, why=AS_THE_STATUS_SAID),
+            "STATUS_LOOKS_HEALTHY": answers.yes_no(
                 True, why="READY equals DESIRED", hint="The status is self-consistent: READY equals DESIRED."
             ),
         },
@@ -43,11 +31,11 @@ def test_status_numbers(learner):
 
 
 def test_labels_against_pods(learner, lab):
-    expect_answers(
+    answers.expect_answers(
         learner.file(REPORT),
         {
-            "LABELED_NODES": count_of(lab.environment.node_names, why="every node carries the label"),
-            "MISSING_NODE": word("lab-node-2", why="the tainted node lost its Pod"),
+            "LABELED_NODES": answers.count_of(lab.environment.node_names, why="every node carries the label"),
+            "MISSING_NODE": answers.word("lab-node-2", why="the tainted node lost its Pod"),
         },
     )
 
@@ -59,7 +47,7 @@ def never_restarted(pods, daemonset, generation):
     (generation past 1) may have renewed every Pod since, so its Pods tell nothing of step 2: not judged."""
     if generation != 1:
         return False
-    own = [pod for pod in pods if daemonset_owner(pod) == daemonset]
+    own = [pod for pod in pods if k8s.daemonset_owner(pod) == daemonset]
     there = [str(dig(p, "metadata", "creationTimestamp")) for p in own if dig(p, "spec", "nodeName") == TAINTED]
     elsewhere = [str(dig(p, "metadata", "creationTimestamp")) for p in own if dig(p, "spec", "nodeName") != TAINTED]
     return bool(there and elsewhere) and min(there) <= max(elsewhere)
@@ -67,13 +55,13 @@ def never_restarted(pods, daemonset, generation):
 
 def test_both_agents_were_restarted_on_the_tainted_node(live):
     pods = live.list("Pod", OPERATOR)
-    missing = [name for name in AGENTS if not any(daemonset_owner(pod) == name for pod in pods)]
+    missing = [name for name in AGENTS if not any(k8s.daemonset_owner(pod) == name for pod in pods)]
     blocked_unless(not missing, f"a Pod of {listed(missing)} in {OPERATOR}, which step 1 deploys,", step=1)
-    generations = {name_of(ds): dig(ds, "metadata", "generation") for ds in live.list("DaemonSet", OPERATOR)}
+    generations = {k8s.name_of(ds): dig(ds, "metadata", "generation") for ds in live.list("DaemonSet", OPERATOR)}
     kept = [name for name in AGENTS if never_restarted(pods, name, generations.get(name))]
     expect(
         not kept,
         f"The {listed(kept)} Pod on {TAINTED} is as old as its Pods on the other nodes: it was never deleted, so the "
         f"gap was opened for one agent only. Delete the Pods of both DaemonSets on {TAINTED} while it is tainted.",
-        detail={name_of(p): dig(p, "metadata", "creationTimestamp") for p in pods},
+        detail={k8s.name_of(p): dig(p, "metadata", "creationTimestamp") for p in pods},
     )

@@ -2,26 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    HOSTNAME_LABEL,
-    Answer,
-    Words,
-    condition,
-    dig,
-    effective_request,
-    expect,
-    expect_answers,
-    expect_value,
-    lab_nodes,
-    listed,
-    name_of,
-    number,
-    selects,
-    should_be,
-    tolerates,
-    tolerations,
-    written_and_applied,
-)
+from pytest_gpulab.grading import Words, answers, dig, expect, expect_value, k8s, listed, should_be
 
 pytestmark = pytest.mark.step(3, "Zero allocatable GPUs block the reserved job", points=15)
 
@@ -34,7 +15,7 @@ RESERVATION = {"key": "ai4dd-a100-reserved", "value": "true", "effect": "NoSched
 
 def gpus_asked(pod):
     """The GPUs the Pod asks for, as the scheduler counts them (a whole number shown as one)."""
-    amount = effective_request(pod, "nvidia.com/gpu")
+    amount = k8s.effective_request(pod, "nvidia.com/gpu")
     return int(amount) if amount is not None and amount == int(amount) else amount
 
 
@@ -43,7 +24,7 @@ def uses_hostname(pod):
         pod, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"
     )
     keys = [e.get("key") for term in affinity or [] for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
-    return HOSTNAME_LABEL in (dig(pod, "spec", "nodeSelector") or {}) or HOSTNAME_LABEL in keys
+    return k8s.HOSTNAME_LABEL in (dig(pod, "spec", "nodeSelector") or {}) or k8s.HOSTNAME_LABEL in keys
 
 
 def check_job(nodes):
@@ -53,13 +34,13 @@ def check_job(nodes):
             gpus_asked(pod) == 4,
             should_be("The GPUs the Pod asks for (nvidia.com/gpu)", Words("4"), gpus_asked(pod)),
         )
-        chosen = [name_of(node) for node in nodes if selects(pod, node)]
+        chosen = [k8s.name_of(node) for node in nodes if k8s.selects(pod, node)]
         expect(
             uses_hostname(pod) and chosen == [NODE],
-            f"The Pod should select {NODE}, and only it, by the label {HOSTNAME_LABEL}; it selects {listed(chosen) or 'no node'}.",
+            f"The Pod should select {NODE}, and only it, by the label {k8s.HOSTNAME_LABEL}; it selects {listed(chosen) or 'no node'}.",
         )
         expect(
-            any(tolerates(t, RESERVATION) for t in tolerations(pod)),
+            any(k8s.tolerates(t, RESERVATION) for t in k8s.tolerations(pod)),
             f"The Pod does not tolerate the reservation taint {RESERVATION['key']}=true:NoSchedule.",
             hint="It belongs to the team that reserved the node: add a toleration for that key and effect.",
         )
@@ -72,10 +53,10 @@ def test_reserved_job(learner, live, lab):
     expect(
         node is None,
         f"{POD} sets spec.nodeName: {node}, which places the Pod without the scheduler, so nothing stops it.",
-        hint=f"Leave nodeName out and select {NODE} by the label {HOSTNAME_LABEL}.",
+        hint=f"Leave nodeName out and select {NODE} by the label {k8s.HOSTNAME_LABEL}.",
     )
-    written_and_applied(
-        learner.file(POD), live, "Pod", "research/a100-job", check_job(lab_nodes(live, lab.environment.node_names))
+    k8s.written_and_applied(
+        learner.file(POD), live, "Pod", "research/a100-job", check_job(k8s.lab_nodes(live, lab.environment.node_names))
     )
 
 
@@ -88,11 +69,11 @@ def allocatable_hint(live):
 
 
 def test_allocation_report(learner, live):
-    expect_answers(
+    answers.expect_answers(
         learner.file(REPORT),
         {
-            "CAPACITY": number(4, why="capacity stayed 4"),
-            "ALLOCATABLE": number(0, why="the patch set allocatable to 0", hints={4: allocatable_hint(live)}),
+            "CAPACITY": answers.number(4, why="capacity stayed 4"),
+            "ALLOCATABLE": answers.number(0, why="the patch set allocatable to 0", hints={4: allocatable_hint(live)}),
             "REASON": scheduler_s_message(live),
         },
     )
@@ -105,7 +86,7 @@ def plain(text):
 def scheduler_said(live):
     """What the scheduler said of a100-job: its PodScheduled condition's message and its FailedScheduling events'."""
     pod = live.get("Pod", "research/a100-job")
-    said = [condition(pod, "PodScheduled").get("message")] if pod else []
+    said = [k8s.condition(pod, "PodScheduled").get("message")] if pod else []
     # The first events by name, which is by time: what the scheduler said while the learner looked (a busy cluster
     # makes it say more since, and the read stays the same size).
     events = live.list("Event", "research", fields="involvedObject.name=a100-job,reason=FailedScheduling", limit=20)
@@ -130,4 +111,4 @@ def scheduler_s_message(live):
             )
         return None
 
-    return Answer(Words(f'the scheduler\'s message for a100-job, naming "{GPUS}"'), accepts, None, hint)
+    return answers.Answer(Words(f'the scheduler\'s message for a100-job, naming "{GPUS}"'), accepts, None, hint)

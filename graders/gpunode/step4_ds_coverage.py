@@ -11,25 +11,7 @@ run) the plugin checks. The runs start side by side.
 
 import pytest
 
-from pytest_gpulab.grading import (
-    FAILING_API,
-    Case,
-    Cases,
-    Checker,
-    DoctoredView,
-    Run,
-    StepFailed,
-    blocked_unless,
-    coverage_gaps,
-    daemonset_owner,
-    dig,
-    expect,
-    expect_saved_verdict,
-    expect_verdict,
-    findings_in,
-    listed,
-    name_of,
-)
+from pytest_gpulab.grading import Case, Cases, Checker, StepFailed, blocked_unless, dig, expect, k8s, listed, scripts
 
 pytestmark = pytest.mark.step(4, "ds-coverage.sh checks coverage by labels, not by status", points=15, needs=1)
 
@@ -60,21 +42,21 @@ def quiet_namespace(lab_cluster):
 @pytest.fixture(scope="module")
 def agents(lab_cluster):
     """The DaemonSets' Pods in the operator's namespace."""
-    return [pod for pod in lab_cluster.live_or_fail().list("Pod", OPERATOR) if daemonset_owner(pod)]
+    return [pod for pod in lab_cluster.live_or_fail().list("Pod", OPERATOR) if k8s.daemonset_owner(pod)]
 
 
 @pytest.fixture(scope="module")
 def hidden(agents, step_random):
     """A random Pod of each DaemonSet, to hide as the taint did."""
     by_owner: dict[str, list] = {}
-    for pod in sorted(agents, key=name_of):
-        by_owner.setdefault(str(daemonset_owner(pod)), []).append(pod)
-    return {(OPERATOR, name_of(step_random.choice(group))) for group in by_owner.values()}
+    for pod in sorted(agents, key=k8s.name_of):
+        by_owner.setdefault(str(k8s.daemonset_owner(pod)), []).append(pod)
+    return {(OPERATOR, k8s.name_of(step_random.choice(group))) for group in by_owner.values()}
 
 
 @pytest.fixture(scope="module")
 def view(lab_cluster, hidden, tmp_path_factory):
-    with DoctoredView(lab_cluster.live_or_fail().source, hidden, tmp_path_factory.mktemp("view")) as doctored:
+    with scripts.DoctoredView(lab_cluster.live_or_fail().source, hidden, tmp_path_factory.mktemp("view")) as doctored:
         yield doctored
 
 
@@ -83,10 +65,10 @@ def near_view(near_miss_cluster, tmp_path_factory):
     """The copy with the lab's near misses (a node whose agent labels are "false", a look-alike Pod on lab-node-2),
     the DaemonSets' own Pods on lab-node-2 hidden, as the taint left them."""
     gone = {
-        (OPERATOR, name_of(pod)) for pod in near_miss_cluster.list("Pod", OPERATOR)
-        if daemonset_owner(pod) and dig(pod, "spec", "nodeName") == TAINTED
+        (OPERATOR, k8s.name_of(pod)) for pod in near_miss_cluster.list("Pod", OPERATOR)
+        if k8s.daemonset_owner(pod) and dig(pod, "spec", "nodeName") == TAINTED
     }  # fmt: skip
-    with DoctoredView(near_miss_cluster.source, gone, tmp_path_factory.mktemp("near")) as doctored:
+    with scripts.DoctoredView(near_miss_cluster.source, gone, tmp_path_factory.mktemp("near")) as doctored:
         yield doctored, gone
 
 
@@ -95,9 +77,9 @@ def coverage(script_runner, learner, quiet_namespace, view):
     """The script's runs, side by side: the operator's namespace and one without DaemonSets, on the
     cluster and on the view that hides a Pod of each DaemonSet, and on an API server that fails."""
     return script_runner.runs_of(learner.file(SCRIPT)).ahead(
-        Run(OPERATOR, cluster=True), Run(quiet_namespace, cluster=True),
-        Run(OPERATOR, cluster=True, view=view), Run(quiet_namespace, cluster=True, view=view),
-        *(Run(OPERATOR, cluster=True, api=fault) for fault in FAILING_API),
+        scripts.Run(OPERATOR, cluster=True), scripts.Run(quiet_namespace, cluster=True),
+        scripts.Run(OPERATOR, cluster=True, view=view), scripts.Run(quiet_namespace, cluster=True, view=view),
+        *(scripts.Run(OPERATOR, cluster=True, api=fault) for fault in scripts.FAILING_API),
     )  # fmt: skip
 
 
@@ -108,15 +90,15 @@ def checker_cases(coverage, lab_cluster, hidden, view, quiet_namespace, near_vie
     return Cases(
         coverage,
         Case(f"With a Pod of each DaemonSet gone, run on {OPERATOR}", (OPERATOR,), {"view": view},
-             frozenset(missing(coverage_gaps(live, OPERATOR, hidden)))),
+             frozenset(missing(k8s.coverage_gaps(live, OPERATOR, hidden)))),
         Case(f"With a Pod of each DaemonSet in {OPERATOR} gone, run on {quiet_namespace}", (quiet_namespace,),
              {"view": view}),
         changed=Case(f"Run on {OPERATOR} on the cluster as it is now", (OPERATOR,),
-                     expected=frozenset(missing(coverage_gaps(live, OPERATOR)))),
+                     expected=frozenset(missing(k8s.coverage_gaps(live, OPERATOR)))),
         near_misses=Case(
             f"With the agents' Pods on {TAINTED} gone, a Pod gpu-feature-discovery-debug there that no DaemonSet owns, "
             f'and a node lab-node-3 whose agent labels are "false", run on {OPERATOR}', (OPERATOR,),
-            {"view": near_view[0]}, frozenset(missing(coverage_gaps(near_miss_cluster, OPERATOR, near_view[1])))),
+            {"view": near_view[0]}, frozenset(missing(k8s.coverage_gaps(near_miss_cluster, OPERATOR, near_view[1])))),
     )  # fmt: skip
 
 
@@ -133,22 +115,28 @@ def test_never_reads_desired_number_scheduled(learner):
 
 
 def test_operator_namespace_live(coverage, live):
-    expected = missing(coverage_gaps(live, OPERATOR))
+    expected = missing(k8s.coverage_gaps(live, OPERATOR))
     run = coverage.run(OPERATOR, cluster=True)
-    expect_verdict(run.result, SCRIPT, f"Run on {OPERATOR}", expected, prefix="MISSING", hint=lambda _: STATUS_HINT)
+    scripts.expect_verdict(
+        run.result, SCRIPT, f"Run on {OPERATOR}", expected, prefix="MISSING", hint=lambda _: STATUS_HINT
+    )
 
 
 def test_namespace_without_daemonsets(coverage, live, quiet_namespace):
     run = coverage.run(quiet_namespace, cluster=True)
-    expect_verdict(run.result, SCRIPT, f"Run on {quiet_namespace}, which has no DaemonSet", set(), prefix="MISSING")
+    scripts.expect_verdict(
+        run.result, SCRIPT, f"Run on {quiet_namespace}, which has no DaemonSet", set(), prefix="MISSING"
+    )
 
 
 def test_finds_pods_that_are_gone(coverage, agents, hidden, view, live, step_random):
     blocked_unless(agents, f"a DaemonSet Pod in {OPERATOR}, which step 1 deploys,")
-    expected = missing(coverage_gaps(live, OPERATOR, hidden))
+    expected = missing(k8s.coverage_gaps(live, OPERATOR, hidden))
     run = coverage.run(OPERATOR, cluster=True, view=view)
-    nodes = listed(sorted({str(dig(pod, "spec", "nodeName")) for pod in agents if (OPERATOR, name_of(pod)) in hidden}))
-    expect_verdict(
+    nodes = listed(
+        sorted({str(dig(pod, "spec", "nodeName")) for pod in agents if (OPERATOR, k8s.name_of(pod)) in hidden})
+    )
+    scripts.expect_verdict(
         run.result,
         SCRIPT,
         f"With a Pod of each DaemonSet gone from {nodes}",
@@ -164,7 +152,7 @@ def test_namespace_without_daemonsets_while_pods_are_gone(coverage, quiet_namesp
         f"{quiet_namespace} has no DaemonSet, so these findings are of another namespace's: read the DaemonSets and "
         'their Pods in the namespace of the argument (kubectl -n "$1"), in every call.'
     )
-    expect_verdict(
+    scripts.expect_verdict(
         coverage.run(quiet_namespace, cluster=True, view=view).result, SCRIPT,
         f"With a Pod of each DaemonSet in {OPERATOR} gone, run on {quiet_namespace}", set(), prefix="MISSING",
         hint=lambda printed: elsewhere if printed else None, hint_first=True,
@@ -172,8 +160,8 @@ def test_namespace_without_daemonsets_while_pods_are_gone(coverage, quiet_namesp
 
 
 def test_saved_while_the_gap_was_open(learner, coverage, view, live, hidden):
-    finds_it = finds_the_gap(coverage, view, missing(coverage_gaps(live, OPERATOR, hidden)))
-    expect_saved_verdict(
+    finds_it = finds_the_gap(coverage, view, missing(k8s.coverage_gaps(live, OPERATOR, hidden)))
+    scripts.expect_saved_verdict(
         learner.file(SAVED), AT_THE_GAP, prefix="MISSING", why="what the script finds while the gap is open",
         hint=lambda saved: (SAVED_LATE_HINT if finds_it else STATUS_HINT) if saved.ok else None,
     )  # fmt: skip
@@ -185,4 +173,4 @@ def finds_the_gap(coverage, view, expected):
         result = coverage.run(OPERATOR, cluster=True, view=view).result
     except StepFailed:  # no script to run: the other checks say so
         return False
-    return bool(expected) and set(findings_in(result.stdout, "MISSING")) == expected
+    return bool(expected) and set(scripts.findings_in(result.stdout, "MISSING")) == expected

@@ -4,18 +4,7 @@ from datetime import datetime
 
 import pytest
 
-from pytest_gpulab.grading import (
-    Answer,
-    Words,
-    condition,
-    dig,
-    exactly,
-    expect,
-    expect_all,
-    expect_value,
-    fail,
-    written_and_applied,
-)
+from pytest_gpulab.grading import Words, answers, dig, expect, expect_value, fail, k8s
 
 pytestmark = pytest.mark.step(5, "The MachineConfigPool and its update stuck since the reservation", points=10)
 
@@ -65,11 +54,11 @@ def check_pool(pool):
 
 
 def test_custom_resource_definition(learner, live):
-    written_and_applied(learner.file(CRD_FILE), live, "CustomResourceDefinition", CRD, check_crd)
+    k8s.written_and_applied(learner.file(CRD_FILE), live, "CustomResourceDefinition", CRD, check_crd)
 
 
 def test_worker_pool(learner, live):
-    written_and_applied(learner.file(POOL_FILE), live, "MachineConfigPool", "worker", check_pool)
+    k8s.written_and_applied(learner.file(POOL_FILE), live, "MachineConfigPool", "worker", check_pool)
 
 
 def same_time(found, expected=SINCE):
@@ -81,10 +70,13 @@ def same_time(found, expected=SINCE):
         return False
 
 
-STUCK = {f"status.{key}": exactly(count) for key, count in COUNTS.items()} | {
+STUCK = {f"status.{key}": answers.exactly(count) for key, count in COUNTS.items()} | {
     f"The {kind} condition's {field}": answer
     for kind, status in CONDITIONS.items()
-    for field, answer in (("status", exactly(status)), ("lastTransitionTime", Answer(Words(SINCE), same_time)))
+    for field, answer in (
+        ("status", answers.exactly(status)),
+        ("lastTransitionTime", answers.Answer(Words(SINCE), same_time)),
+    )
 }
 
 
@@ -93,7 +85,7 @@ def stuck_status_of(pool):
     found = {f"status.{key}": dig(pool, "status", key) for key in COUNTS}
     for kind in CONDITIONS:
         found |= {
-            f"The {kind} condition's {field}": condition(pool, kind).get(field)
+            f"The {kind} condition's {field}": k8s.condition(pool, kind).get(field)
             for field in ("status", "lastTransitionTime")
         }
     return found
@@ -110,4 +102,4 @@ def test_stuck_status(learner, live):
             else "The pool worker has no status in the cluster.",
             hint=CREATE_TIME_HINT,
         )
-    expect_all("In the cluster, the pool worker", stuck_status_of(pool), STUCK, detail=pool.get("status"))
+    answers.expect_all("In the cluster, the pool worker", stuck_status_of(pool), STUCK, detail=pool.get("status"))

@@ -10,19 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pytest_gpulab.grading import (
-    FAILING_API,
-    Case,
-    Cases,
-    Checker,
-    DoctoredView,
-    Run,
-    blocked_unless,
-    condition,
-    expect,
-    expect_verdict,
-    name_of,
-)
+from pytest_gpulab.grading import Case, Cases, Checker, blocked_unless, expect, k8s, scripts
 
 pytestmark = pytest.mark.step(6, "mcp-stale.sh alerts on updates that never finish", points=10, needs=5)
 
@@ -34,7 +22,7 @@ HARD_CODED = ("2024-10-29", "1730192400")  # the reservation day, as a date or e
 
 
 def updating_since(pool):
-    found = condition(pool, "Updating")
+    found = k8s.condition(pool, "Updating")
     if found.get("status") != "True":
         return None
     try:
@@ -47,7 +35,7 @@ def updating_since(pool):
 def pools(lab_cluster):
     """Each pool's Updating-since time (None when it is not updating)."""
     live = lab_cluster.live_or_fail()
-    found = {name_of(pool): updating_since(pool) for pool in live.list("MachineConfigPool")}
+    found = {k8s.name_of(pool): updating_since(pool) for pool in live.list("MachineConfigPool")}
     blocked_unless(found.get("worker"), "an Updating status on the pool worker, which step 5 sets,")
     return found
 
@@ -73,8 +61,8 @@ def stale(script_runner, learner, thresholds):
     """The script's three runs, side by side: each threshold, and none (the default)."""
     runs = script_runner.runs_of(learner.file(SCRIPT))
     return runs.ahead(
-        *(Run(str(minutes), cluster=True) for minutes in thresholds.values()), Run(cluster=True),
-        *(Run(str(thresholds["below"]), cluster=True, api=fault) for fault in FAILING_API),
+        *(scripts.Run(str(minutes), cluster=True) for minutes in thresholds.values()), scripts.Run(cluster=True),
+        *(scripts.Run(str(thresholds["below"]), cluster=True, api=fault) for fault in scripts.FAILING_API),
     )  # fmt: skip
 
 
@@ -82,7 +70,7 @@ def stale(script_runner, learner, thresholds):
 def near_view(near_miss_cluster, tmp_path_factory):
     """The copy with the lab's near misses: a pool gpu Updating, its conditions in another order, and a pool infra
     that is not updating."""
-    with DoctoredView(near_miss_cluster.source, (), tmp_path_factory.mktemp("near")) as view:
+    with scripts.DoctoredView(near_miss_cluster.source, (), tmp_path_factory.mktemp("near")) as view:
         yield view
 
 
@@ -96,7 +84,7 @@ def checker_cases(stale, pools, thresholds, near_view, near_miss_cluster):
         return Case(given, (str(thresholds[name]),), expected=frozenset(stale_at(pools, thresholds[name])))
 
     below = thresholds["below"]
-    near = {name_of(pool): updating_since(pool) for pool in near_miss_cluster.list("MachineConfigPool")}
+    near = {k8s.name_of(pool): updating_since(pool) for pool in near_miss_cluster.list("MachineConfigPool")}
     given = (
         f"With the threshold {below} minutes, and besides worker a pool gpu Updating since 2024-10-29 whose "
         "conditions come Updating first, a pool infra that is not updating and a pool degraded whose Updated is "
@@ -110,7 +98,7 @@ def run_with(stale, pools, minutes, detail, *args):
     __tracebackhide__ = True
     age = age_minutes(pools["worker"])
     given = f"With the threshold {minutes} minutes (the pool worker has been Updating for {age} minutes)"
-    expect_verdict(
+    scripts.expect_verdict(
         stale.run(*args, cluster=True).result, SCRIPT, given, stale_at(pools, minutes), prefix="STALE",
         hint=lambda _: "Compare the age of the Updating condition's lastTransitionTime with the threshold you were given.",
         detail={"age_minutes": age, "threshold": minutes, **detail},

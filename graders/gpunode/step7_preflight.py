@@ -9,27 +9,7 @@ fails closed, a second run) the plugin checks.
 
 import pytest
 
-from pytest_gpulab.grading import (
-    FAILING_API,
-    SYSTEM_TAINT_PREFIX,
-    Case,
-    Cases,
-    Checker,
-    DoctoredView,
-    Run,
-    blocked_unless,
-    condition,
-    dig,
-    expect_saved_verdict,
-    expect_verdict,
-    is_cordoned,
-    is_custom,
-    is_ready,
-    lab_nodes,
-    listed,
-    name_of,
-    taints,
-)
+from pytest_gpulab.grading import Case, Cases, Checker, blocked_unless, dig, k8s, listed, scripts
 
 pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15, needs=5)
 
@@ -42,7 +22,7 @@ AT_STEP_7 = {"BLOCKED=mcp/worker", "BLOCKED=taint/lab-node-2/ai4dd-a100-reserved
 # A blocker the end state lacks, shown by a view: a custom taint on a Ready, schedulable node.
 SHOWN_TAINT = {"key": "gpulab.example/firmware-update", "value": "pending", "effect": "NoExecute"}
 SYSTEM_TAINT_HINT = (
-    f"Taints whose key begins with {SYSTEM_TAINT_PREFIX} are the cluster's own (a cordon adds "
+    f"Taints whose key begins with {k8s.SYSTEM_TAINT_PREFIX} are the cluster's own (a cordon adds "
     "node.kubernetes.io/unschedulable): report the node, not a taint."
 )
 
@@ -51,15 +31,15 @@ def blockers(live, nodes, shown=None):
     """What the gate must refuse on, as the cluster's pools and these nodes are now (with ``shown``, a node's extra
     taints), each with why, for the hint."""
     found = {
-        f"BLOCKED=mcp/{name_of(p)}": f"the pool {name_of(p)} is Updating"
-        for p in live.list("MachineConfigPool") if condition(p, "Updating").get("status") == "True"
+        f"BLOCKED=mcp/{k8s.name_of(p)}": f"the pool {k8s.name_of(p)} is Updating"
+        for p in live.list("MachineConfigPool") if k8s.condition(p, "Updating").get("status") == "True"
     }  # fmt: skip
     for node in nodes:
-        name = name_of(node)
-        if not is_ready(node) or is_cordoned(node):
-            found[f"BLOCKED=node/{name}"] = f"{name} is {'cordoned' if is_cordoned(node) else 'not Ready'}"
-        for taint in [*taints(node), *(shown or {}).get(name, [])]:
-            if is_custom(taint):
+        name = k8s.name_of(node)
+        if not k8s.is_ready(node) or k8s.is_cordoned(node):
+            found[f"BLOCKED=node/{name}"] = f"{name} is {'cordoned' if k8s.is_cordoned(node) else 'not Ready'}"
+        for taint in [*k8s.taints(node), *(shown or {}).get(name, [])]:
+            if k8s.is_custom(taint):
                 found[f"BLOCKED=taint/{name}/{taint.get('key')}"] = (
                     f"{name} has the {taint.get('effect')} taint {taint.get('key')}"
                 )
@@ -76,7 +56,7 @@ def why_missed(expected):
 
 
 def system_taint_reported(printed):
-    return SYSTEM_TAINT_HINT if any(f"/{SYSTEM_TAINT_PREFIX}" in line for line in printed) else None
+    return SYSTEM_TAINT_HINT if any(f"/{k8s.SYSTEM_TAINT_PREFIX}" in line for line in printed) else None
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +67,9 @@ def shown(lab):
 
 @pytest.fixture(scope="module")
 def tainted_view(lab_cluster, shown, tmp_path_factory):
-    with DoctoredView(lab_cluster.live_or_fail().source, (), tmp_path_factory.mktemp("view"), taints=shown) as view:
+    with scripts.DoctoredView(
+        lab_cluster.live_or_fail().source, (), tmp_path_factory.mktemp("view"), taints=shown
+    ) as view:
         yield view
 
 
@@ -96,15 +78,18 @@ def gate(script_runner, learner, tainted_view):
     """The gate's runs, side by side: on the cluster, on a view with a custom taint more, and on an API
     server that fails each way."""
     runs = script_runner.runs_of(learner.file(SCRIPT))
-    extra = [Run(cluster=True, view=tainted_view), *(Run(cluster=True, api=fault) for fault in FAILING_API)]
-    return runs.ahead(Run(cluster=True), *extra)
+    extra = [
+        scripts.Run(cluster=True, view=tainted_view),
+        *(scripts.Run(cluster=True, api=fault) for fault in scripts.FAILING_API),
+    ]
+    return runs.ahead(scripts.Run(cluster=True), *extra)
 
 
 @pytest.fixture(scope="module")
 def near_view(near_miss_cluster, tmp_path_factory):
     """The copy with the lab's near misses: lab-node-4 not Ready, lab-node-5 with a PreferNoSchedule taint, a pool
     gpu Updating and a pool infra that is not."""
-    with DoctoredView(near_miss_cluster.source, (), tmp_path_factory.mktemp("near")) as view:
+    with scripts.DoctoredView(near_miss_cluster.source, (), tmp_path_factory.mktemp("near")) as view:
         yield view
 
 
@@ -112,8 +97,8 @@ def near_view(near_miss_cluster, tmp_path_factory):
 def checker_cases(gate, lab_cluster, lab, shown, tainted_view, near_view, near_miss_cluster):
     """The cluster as it is, and the view with a custom taint more: their blockers differ."""
     live = lab_cluster.live_or_fail()
-    nodes = lab_nodes(live, lab.environment.node_names)  # the lab's own: a big cluster's others are not read
-    copied = lab_nodes(near_miss_cluster, lab.environment.node_names)  # the copy's, and its near misses
+    nodes = k8s.lab_nodes(live, lab.environment.node_names)  # the lab's own: a big cluster's others are not read
+    copied = k8s.lab_nodes(near_miss_cluster, lab.environment.node_names)  # the copy's, and its near misses
     copied += near_miss_cluster.list("Node", labels={NEAR_MISS: "true"})
     ((node, (taint,)),) = shown.items()
     return Cases(
@@ -135,7 +120,7 @@ def pools_as_step_5_makes_them(live):
     blocks this step rather than failing the gate."""
     pools = live.list("MachineConfigPool")
     odd = [
-        name_of(p)
+        k8s.name_of(p)
         for p in pools
         if any(not isinstance(c.get("status"), str) for c in dig(p, "status", "conditions", default=[]) or [])
     ]
@@ -145,9 +130,9 @@ def pools_as_step_5_makes_them(live):
 
 
 def test_gate_at_the_end_state(gate, live, lab):
-    expected = blockers(live, lab_nodes(live, lab.environment.node_names))
+    expected = blockers(live, k8s.lab_nodes(live, lab.environment.node_names))
     run = gate.run(cluster=True)
-    expect_verdict(
+    scripts.expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", set(expected), prefix="BLOCKED",
         hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
         kinds=KINDS,
@@ -155,9 +140,9 @@ def test_gate_at_the_end_state(gate, live, lab):
 
 
 def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown, tainted_view):
-    expected = blockers(live, lab_nodes(live, lab.environment.node_names), shown)
+    expected = blockers(live, k8s.lab_nodes(live, lab.environment.node_names), shown)
     ((node, (taint,)),) = shown.items()
-    expect_verdict(
+    scripts.expect_verdict(
         gate.run(cluster=True, view=tainted_view).result, SCRIPT,
         f"With {node} also carrying the {taint['effect']} taint {taint['key']}", set(expected), prefix="BLOCKED",
         hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
@@ -172,7 +157,7 @@ def saved_too_late(saved):
 
 
 def test_saved_at_step_7(learner):
-    expect_saved_verdict(
+    scripts.expect_saved_verdict(
         learner.file(SAVED), AT_STEP_7, prefix="BLOCKED", why="what the gate finds at step 7 with the taint on",
         kinds=KINDS,
         hint=lambda saved: system_taint_reported(saved.findings) or saved_too_late(saved),

@@ -2,23 +2,12 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    CRI_V2,
-    Words,
-    cri_containerd,
-    expect,
-    expect_plugins_match_version,
-    expect_value,
-    runtime_option,
-    runtime_table,
-    should_be,
-    top_level,
-)
+from pytest_gpulab.grading import Words, containerd, expect, expect_value, should_be
 
 pytestmark = pytest.mark.step(1, "Main containerd configuration", points=10)
 
 CONFIG = "etc/containerd/config.toml"
-RUNC = f'plugins."{CRI_V2}".containerd.runtimes.runc'
+RUNC = f'plugins."{containerd.CRI_V2}".containerd.runtimes.runc'
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +16,7 @@ def config(learner):
 
 
 def test_version(config):
-    version = top_level(config, "version", CONFIG)
+    version = containerd.top_level(config, "version", CONFIG)
     expect_value(
         version,
         2,
@@ -38,7 +27,7 @@ def test_version(config):
 
 
 def test_imports(config):
-    imports = top_level(config, "imports", CONFIG)
+    imports = containerd.top_level(config, "imports", CONFIG)
     expect(
         isinstance(imports, list),
         should_be(f"{CONFIG}: imports", Words("a top-level array"), imports),
@@ -53,22 +42,25 @@ def test_imports(config):
 
 
 def test_plugin_names_match_the_version(config):
-    expect_plugins_match_version(config, CONFIG, read_as=2)
+    containerd.expect_plugins_match_version(config, CONFIG, read_as=2)
 
 
 def test_default_runtime(config):
-    default = cri_containerd(config, CONFIG).get("default_runtime_name")
+    default = containerd.cri_containerd(config, CONFIG).get("default_runtime_name")
     expect_value(
-        default, "runc", f'{CONFIG}: default_runtime_name under [plugins."{CRI_V2}".containerd]', detail=config
+        default,
+        "runc",
+        f'{CONFIG}: default_runtime_name under [plugins."{containerd.CRI_V2}".containerd]',
+        detail=config,
     )
 
 
 def test_runc_runtime(config):
-    runc = runtime_table(config, CONFIG, "runc")
+    runc = containerd.runtime_table(config, CONFIG, "runc")
     expect_value(
         runc.get("runtime_type"), "io.containerd.runc.v2", f"{CONFIG}: runtime_type in [{RUNC}]", detail=config
     )
-    systemd = runtime_option(runc, "SystemdCgroup", CONFIG, RUNC)
+    systemd = containerd.runtime_option(runc, "SystemdCgroup", CONFIG, RUNC)
     expect_value(
         systemd,
         True,

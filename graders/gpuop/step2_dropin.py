@@ -2,25 +2,13 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    CRI_V2,
-    defined_runtimes,
-    dig,
-    expect,
-    expect_plugins_match_version,
-    expect_value,
-    imports_of,
-    listed,
-    runtime_option,
-    runtime_table,
-    shown,
-)
+from pytest_gpulab.grading import containerd, dig, expect, expect_value, listed, shown
 
 pytestmark = pytest.mark.step(2, "nvidia runtime drop-in", points=10)
 
 DROPIN = "etc/containerd/conf.d/99-nvidia.toml"
 MAIN = "etc/containerd/config.toml"
-NVIDIA = f'plugins."{CRI_V2}".containerd.runtimes.nvidia'
+NVIDIA = f'plugins."{containerd.CRI_V2}".containerd.runtimes.nvidia'
 MERGE_HINT = "The drop-in declares one more runtime, nvidia, and nothing else: the rest stays the main file's."
 BINARY_HINT = "The BinaryName is what makes this runtime a GPU runtime: the wrapper injects the devices before the container starts."
 
@@ -32,12 +20,12 @@ def dropin(learner):
 
 @pytest.fixture(scope="module")
 def nvidia(dropin):
-    return runtime_table(dropin, DROPIN, "nvidia")
+    return containerd.runtime_table(dropin, DROPIN, "nvidia")
 
 
 def test_nvidia_runtime(nvidia):
     expect_value(nvidia.get("runtime_type"), "io.containerd.runc.v2", f"{DROPIN}: runtime_type", detail=nvidia)
-    binary = runtime_option(nvidia, "BinaryName", DROPIN, NVIDIA)
+    binary = containerd.runtime_option(nvidia, "BinaryName", DROPIN, NVIDIA)
     expect_value(
         binary,
         "/usr/bin/nvidia-container-runtime",
@@ -45,7 +33,7 @@ def test_nvidia_runtime(nvidia):
         hint=BINARY_HINT if binary is None else None,
         detail=nvidia,
     )
-    systemd = runtime_option(nvidia, "SystemdCgroup", DROPIN, NVIDIA)
+    systemd = containerd.runtime_option(nvidia, "SystemdCgroup", DROPIN, NVIDIA)
     expect_value(
         systemd,
         True,
@@ -57,18 +45,18 @@ def test_nvidia_runtime(nvidia):
 
 def test_plugin_names_match_the_version(dropin):
     """A drop-in that states no version is read as its main file's: version 2, as the lab asks (step 1 grades that)."""
-    expect_plugins_match_version(dropin, DROPIN, read_as=2, main=MAIN, imported=True)
+    containerd.expect_plugins_match_version(dropin, DROPIN, read_as=2, main=MAIN, imported=True)
 
 
 def test_adds_only_the_nvidia_runtime(dropin, nvidia):
     """A drop-in merges over the main file: whatever else it sets replaces what the main file says."""
-    others = sorted(defined_runtimes(dropin) - {"nvidia"})
+    others = sorted(containerd.defined_runtimes(dropin) - {"nvidia"})
     expect(
         not others,
         f"{DROPIN} also defines the runtime {listed(others)}, which replaces the main file's for the whole node.",
         hint=MERGE_HINT,
     )
-    default = dig(dropin, "plugins", CRI_V2, "containerd", "default_runtime_name")
+    default = dig(dropin, "plugins", containerd.CRI_V2, "containerd", "default_runtime_name")
     expect(
         default is None,
         f"{DROPIN} sets default_runtime_name = {shown(default)}, which replaces the main file's runc for every Pod on the node.",
@@ -79,7 +67,7 @@ def test_adds_only_the_nvidia_runtime(dropin, nvidia):
 def test_cgroup_driver_agrees(learner, nvidia):
     """The main file is step 1's: only a readable one is compared."""
     main = learner.file(MAIN).toml_or_none()
-    main_systemd = dig(main, "plugins", CRI_V2, "containerd", "runtimes", "runc", "options", "SystemdCgroup")
+    main_systemd = dig(main, "plugins", containerd.CRI_V2, "containerd", "runtimes", "runc", "options", "SystemdCgroup")
     systemd = dig(nvidia, "options", "SystemdCgroup")
     if isinstance(main_systemd, bool) and isinstance(systemd, bool):
         expect(
@@ -94,7 +82,7 @@ def test_imported_by_the_main_file(learner):
     if main is None:
         return  # step 1 grades the main file
     expect(learner.file(DROPIN).exists(), f"{DROPIN} does not exist; create it as the step asks.")
-    globs = imports_of(main)
+    globs = containerd.imports_of(main)
     matched = learner.catches(globs, DROPIN, config="etc/containerd")
     expect(
         matched,

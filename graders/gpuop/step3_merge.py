@@ -2,30 +2,18 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    CRI_V2,
-    RUNTIMES_TABLE_V2,
-    Words,
-    defined_runtimes,
-    expect,
-    fail,
-    parse_key_path,
-    parse_yes_no,
-    should_be,
-    shown,
-    split_list,
-)
+from pytest_gpulab.grading import Words, answers, containerd, expect, fail, should_be, shown
 
 pytestmark = pytest.mark.step(3, "Merge judgement", points=10)
 
 MERGE = "out/merge.txt"
-CONFLICT_PATH = ("plugins", CRI_V2, "containerd", "runtimes")
+CONFLICT_PATH = ("plugins", containerd.CRI_V2, "containerd", "runtimes")
 
 
 def defined_in(learner, relative, lab_value):
     """What a learner file defines; the lab's value when the file is broken or empty (its own step says so)."""
     document = learner.file(relative).toml_or_none()
-    return (defined_runtimes(document) if document else set()) or {lab_value}
+    return (containerd.defined_runtimes(document) if document else set()) or {lab_value}
 
 
 def test_runtimes_as_the_files_define_them(learner):
@@ -36,7 +24,7 @@ def test_runtimes_as_the_files_define_them(learner):
     ):
         defined = defined_in(learner, relative, lab_value)
         expect(
-            split_list(values[key]) == defined,
+            answers.split_list(values[key]) == defined,
             should_be(key, Words(",".join(sorted(defined))), values[key], why=f"what {side} defines"),
             detail={"written": values, "computed": sorted(defined)},
         )
@@ -44,28 +32,32 @@ def test_runtimes_as_the_files_define_them(learner):
 
 def test_conflict(learner):
     values = learner.file(MERGE).key_values("CONFLICT", "CONFLICT_TABLE")
-    conflict = parse_yes_no(values["CONFLICT"])
+    conflict = answers.parse_yes_no(values["CONFLICT"])
     expect(conflict is not None, should_be("CONFLICT", Words("yes or no"), values["CONFLICT"]))
     expect(conflict, "CONFLICT should be yes: both files define the same runtimes table.")
     table = values["CONFLICT_TABLE"]
     # A value read from KEY="..." lost its outer quotes: "plugins"."io..." comes back as plugins"."io...
-    path = parse_key_path(table) or parse_key_path(table.replace('\\"', '"')) or parse_key_path(f'"{table}"')
+    path = (
+        containerd.parse_key_path(table)
+        or containerd.parse_key_path(table.replace('\\"', '"'))
+        or containerd.parse_key_path(f'"{table}"')
+    )
     if path == tuple(["plugins", "io", "containerd", "grpc", "v1", "cri", "containerd", "runtimes"]):
         fail(
             f"CONFLICT_TABLE is {shown(table)}: without quotes that is a different table path.",
-            hint=f"Quote the plugin name as TOML does: {RUNTIMES_TABLE_V2}.",
+            hint=f"Quote the plugin name as TOML does: {containerd.RUNTIMES_TABLE_V2}.",
         )
-    expect(path == CONFLICT_PATH, should_be("CONFLICT_TABLE", Words(RUNTIMES_TABLE_V2), table))
+    expect(path == CONFLICT_PATH, should_be("CONFLICT_TABLE", Words(containerd.RUNTIMES_TABLE_V2), table))
 
 
 def test_loaded_runtimes(learner):
     written = learner.file(MERGE).key_values("LOADED_RUNTIMES")["LOADED_RUNTIMES"]
-    if split_list(written) >= {"runc", "nvidia"}:
+    if answers.split_list(written) >= {"runc", "nvidia"}:
         fail(
             f"LOADED_RUNTIMES is {shown(written)}: that is what the files promise, not what was loaded.",
             hint="This line is observed, not computed: on the day of the accident containerd config dump showed only runc.",
         )
     expect(
-        split_list(written) == {"runc"},
+        answers.split_list(written) == {"runc"},
         should_be("LOADED_RUNTIMES", Words("runc"), written, why="observed with containerd config dump"),
     )

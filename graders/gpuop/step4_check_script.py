@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from pytest_gpulab.grading import Case, Cases, Checker, Run, expect, fail, said
+from pytest_gpulab.grading import Case, Cases, Checker, expect, fail, scripts
 
 pytestmark = pytest.mark.step(4, "check-runtime.sh reads the loaded configuration", points=15)
 
@@ -24,7 +24,10 @@ CHECKER = Checker(SCRIPT, finding=None, reads_containerd=True)
 @pytest.fixture(scope="module")
 def runs(script_runner, learner):
     return script_runner.runs_of(learner.file(SCRIPT)).ahead(
-        Run(dump=WITH_NVIDIA), Run(dump=WITHOUT_NVIDIA), Run(dump=OTHER_GPU_HANDLER), Run(containerd=False)
+        scripts.Run(dump=WITH_NVIDIA),
+        scripts.Run(dump=WITHOUT_NVIDIA),
+        scripts.Run(dump=OTHER_GPU_HANDLER),
+        scripts.Run(containerd=False),
     )
 
 
@@ -67,7 +70,7 @@ def test_exits_0_when_nvidia_is_loaded(runs, learner, feedback):
         )
     expect(
         result.exit_code == 0,
-        f"Given a dump that has runtimes.nvidia, {SCRIPT} {result.describe()}{said(result)}; it should exit 0.",
+        f"Given a dump that has runtimes.nvidia, {SCRIPT} {result.describe()}{scripts.said(result)}; it should exit 0.",
         detail=result.__dict__,
     )
 
@@ -86,7 +89,7 @@ def test_exits_nonzero_when_nvidia_is_not_loaded(runs):
     result = runs.run(dump=WITHOUT_NVIDIA).result
     expect(
         not result.timed_out and not result.flooded and result.exit_code not in (0, None),
-        f"Given a dump without runtimes.nvidia, {SCRIPT} {result.describe()}{said(result)}; it should exit non-zero so the check can fail.",
+        f"Given a dump without runtimes.nvidia, {SCRIPT} {result.describe()}{scripts.said(result)}; it should exit non-zero so the check can fail.",
         hint=why_it_said_loaded(runs) if result.exit_code == 0 else None,
         detail=result.__dict__,
     )
@@ -96,7 +99,7 @@ def test_exits_nonzero_when_the_gpu_runtime_has_another_name(runs):
     result = runs.run(dump=OTHER_GPU_HANDLER).result
     expect(
         not result.timed_out and not result.flooded and result.exit_code not in (0, None),
-        f"Given a dump whose GPU runtime is named gpu, not nvidia, {SCRIPT} {result.describe()}{said(result)}; "
+        f"Given a dump whose GPU runtime is named gpu, not nvidia, {SCRIPT} {result.describe()}{scripts.said(result)}; "
         "it should exit non-zero: a RuntimeClass with handler nvidia finds no runtime of that name.",
         hint="Look for the runtime table containerd.runtimes.nvidia itself, not for the nvidia binary or a count of runtimes."
         if result.exit_code == 0
@@ -109,6 +112,6 @@ def test_asks_containerd_config_dump(runs):
     asked = [runs.run(dump=dump) for dump in (WITH_NVIDIA, WITHOUT_NVIDIA)]
     expect(
         all(run.asked_for_config_dump() for run in asked),
-        f"{SCRIPT} did not run `containerd config dump`{said(asked[0].result)}; it must judge by what the daemon loaded.",
+        f"{SCRIPT} did not run `containerd config dump`{scripts.said(asked[0].result)}; it must judge by what the daemon loaded.",
         detail={"calls": [run.containerd.calls() for run in asked]},
     )

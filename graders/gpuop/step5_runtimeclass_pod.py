@@ -4,18 +4,7 @@ import re
 
 import pytest
 
-from pytest_gpulab.grading import (
-    Words,
-    check_runtimeclass,
-    containers,
-    dig,
-    effective_request,
-    expect,
-    expect_value,
-    quantity_bytes,
-    should_be,
-    written_and_applied,
-)
+from pytest_gpulab.grading import Words, answers, dig, expect, expect_value, k8s, should_be
 
 pytestmark = pytest.mark.step(5, "RuntimeClass, GPU Pod and the Unschedulable reason", points=15)
 
@@ -28,7 +17,7 @@ LABEL = re.compile(r"^(reason|message)(?:\s*[:=]\s*|\s+)", re.I)  # "reason: Uns
 
 def gpu_asks(pod):
     """What each container that asks for GPUs wrote: its nvidia.com/gpu limits and requests."""
-    written = [{kind: dig(c, "resources", kind, GPU) for kind in ("limits", "requests")} for c in containers(pod)]
+    written = [{kind: dig(c, "resources", kind, GPU) for kind in ("limits", "requests")} for c in k8s.containers(pod)]
     return [
         {kind: amount for kind, amount in asks.items() if amount is not None} for asks in written if any(asks.values())
     ]
@@ -39,14 +28,16 @@ def check_pod(pod):
     expect_value(dig(pod, "spec", "runtimeClassName"), "nvidia", "spec.runtimeClassName", detail=pod)
     asks = gpu_asks(pod)
     expect(
-        [quantity_bytes(ask.get("limits")) for ask in asks] == [1],
+        [answers.quantity_bytes(ask.get("limits")) for ask in asks] == [1],
         should_be(f"the Pod's resources.limits {GPU}", Words("1, in one container"), asks or None),
         detail=pod,
     )
 
 
 def test_runtimeclass(learner, live, feedback):
-    written_and_applied(learner.file(RUNTIMECLASS), live, "RuntimeClass", "nvidia", check_runtimeclass("nvidia"))
+    k8s.written_and_applied(
+        learner.file(RUNTIMECLASS), live, "RuntimeClass", "nvidia", k8s.check_runtimeclass("nvidia")
+    )
     if dig(learner.file(RUNTIMECLASS).object("RuntimeClass", "nvidia"), "metadata", "namespace"):
         feedback.note(
             f"{RUNTIMECLASS} gives the RuntimeClass a namespace; a RuntimeClass is cluster-scoped, so the API server ignores it. Leave it out."
@@ -61,11 +52,11 @@ def test_gpu_pod(learner, live):
         f"{POD} sets spec.nodeName: {node}, which places the Pod without the scheduler, so it never waits for a GPU.",
         hint="Leave nodeName out: the scheduler must find a node with a free nvidia.com/gpu.",
     )
-    written_and_applied(learner.file(POD), live, "Pod", "gpu-lab/cuda-probe", check_pod)
+    k8s.written_and_applied(learner.file(POD), live, "Pod", "gpu-lab/cuda-probe", check_pod)
     # Judged live, after the API server's defaulting: a GPU limit alone is the request, in any spelling.
     pod = live.get("Pod", "gpu-lab/cuda-probe")
     expect(
-        effective_request(pod, GPU) == 1,
+        k8s.effective_request(pod, GPU) == 1,
         should_be(f"In the cluster, the {GPU} cuda-probe requests", Words("1"), gpu_asks(pod) or None),
         detail=pod,
     )

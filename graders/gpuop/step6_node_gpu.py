@@ -2,16 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    advertised,
-    blocked_unless,
-    dig,
-    expect,
-    expect_advertises,
-    listed,
-    quantity_bytes,
-    shown,
-)
+from pytest_gpulab.grading import answers, blocked_unless, dig, expect, k8s, listed, shown
 
 pytestmark = pytest.mark.step(6, "GPU advertised through the node status", points=10, needs=5)
 
@@ -23,7 +14,7 @@ POD_WAIT_SECONDS = 20
 
 
 def test_node_advertises_gpus(live, lab):
-    expect_advertises(
+    k8s.expect_advertises(
         live, GPU_NODE, "nvidia.com/gpu", "4", others=[n for n in lab.environment.node_names if n != GPU_NODE]
     )
 
@@ -44,7 +35,7 @@ def allowed_amounts(live, lab):
     table's), and as it was at step 6: the time-sliced node shows step 7's 20 now, and none at step 6."""
     allowed = {}
     for name in lab.environment.node_names:
-        amount = quantity_bytes(advertised(live.get("Node", name), GPU)[1])
+        amount = answers.quantity_bytes(k8s.advertised(live.get("Node", name), GPU)[1])
         allowed[name] = {int(amount) if amount is not None else 0} | ({0, 20} if name == SLICED_NODE else set())
     return allowed
 

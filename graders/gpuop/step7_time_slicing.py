@@ -2,22 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    Answer,
-    Words,
-    dig,
-    expect,
-    expect_advertises,
-    expect_advertises_none,
-    expect_answers,
-    expect_value,
-    fail,
-    parse_quantity_number,
-    should_be,
-    word,
-    written_and_applied,
-    yaml_in,
-)
+from pytest_gpulab.grading import Words, answers, dig, expect, expect_value, fail, k8s, should_be
 
 pytestmark = pytest.mark.step(7, "Time-slicing configuration and slot arithmetic", points=15)
 
@@ -29,10 +14,10 @@ VRAM_HINT = "Time-slicing divides time, not memory: no slot is guaranteed any VR
 
 def amount(expected, hints=None):
     """A number, with or without its unit (40, 40GiB, 40 GiB); ``hints`` by the wrong number a known mistake writes."""
-    return Answer(
+    return answers.Answer(
         Words(str(expected)),
-        lambda written: parse_quantity_number(written) == expected,
-        hint=lambda written: (hints or {}).get(parse_quantity_number(written)),
+        lambda written: answers.parse_quantity_number(written) == expected,
+        hint=lambda written: (hints or {}).get(answers.parse_quantity_number(written)),
     )
 
 
@@ -43,7 +28,7 @@ ANSWERS = {
     "VRAM_PER_GPU_GIB": amount(40),
     "VRAM_GUARANTEED_PER_SLOT_GIB": amount(0, hints={8: VRAM_HINT}),
     "VRAM_SHARED_PER_GPU_GIB": amount(40),
-    "ISOLATION": word("none", "no", "n", "false", why="time-slicing gives no memory or fault isolation"),
+    "ISOLATION": answers.word("none", "no", "n", "false", why="time-slicing gives no memory or fault isolation"),
 }
 
 
@@ -59,7 +44,7 @@ def sharing_of(config_map):
         isinstance(any_value, str),
         should_be("data.any", Words("a string holding the time-slicing configuration"), any_value),
     )
-    return yaml_in(any_value, "data.any")
+    return k8s.yaml_in(any_value, "data.any")
 
 
 def check_config_map(config_map):
@@ -94,16 +79,16 @@ def check_config_map(config_map):
 
 
 def test_time_slicing_config(learner, live):
-    written_and_applied(
+    k8s.written_and_applied(
         learner.file(CONFIG_MAP), live, "ConfigMap", "gpu-operator/time-slicing-config", check_config_map
     )
 
 
 def test_node_advertises_slots(live, lab):
     others = [name for name in lab.environment.node_names if name != SLICED_NODE]
-    expect_advertises(live, SLICED_NODE, "nvidia.com/gpu", "20", others=others)
-    expect_advertises_none(live, others, "nvidia.com/gpu", "20")
+    k8s.expect_advertises(live, SLICED_NODE, "nvidia.com/gpu", "20", others=others)
+    k8s.expect_advertises_none(live, others, "nvidia.com/gpu", "20")
 
 
 def test_slot_arithmetic(learner):
-    expect_answers(learner.file(SLOTS), ANSWERS)
+    answers.expect_answers(learner.file(SLOTS), ANSWERS)

@@ -2,25 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    Rollout,
-    Words,
-    containers,
-    dig,
-    expect,
-    expect_answers,
-    expect_value,
-    fail,
-    image_and_memory,
-    not_applied,
-    phrase,
-    pods_of,
-    revisions_of,
-    should_be,
-    shown,
-    unschedulable_because,
-    word,
-)
+from pytest_gpulab.grading import Words, answers, dig, expect, expect_value, fail, k8s, should_be, shown
 
 pytestmark = pytest.mark.step(8, "Stalled DaemonSet rollout", points=15)
 
@@ -43,12 +25,12 @@ TWO_EDITS_HINT = f"Change the image and the memory request in one edit: {REDO}"
 
 def stall(lab):
     """Every node runs the DaemonSet; maxUnavailable 1 lets exactly one Pod be replaced."""
-    return Rollout(desired=len(lab.nodes), updated=1, ready=len(lab.nodes) - 1)
+    return k8s.Rollout(desired=len(lab.nodes), updated=1, ready=len(lab.nodes) - 1)
 
 
 def resources(ds):
     """The first container's resources as written: the memory may be a request, or a limit alone."""
-    return dig(containers(ds), 0, "resources")
+    return dig(k8s.containers(ds), 0, "resources")
 
 
 def max_unavailable(ds):
@@ -72,9 +54,11 @@ def settled(lab_cluster, lab):
     """The live DaemonSet once its status has settled (a bounded wait), or None if it is not there."""
     live = lab_cluster.live_or_fail()
     ds = live.get("DaemonSet", DS)
-    if ds is not None and Rollout.of(ds) != stall(lab):
+    if ds is not None and k8s.Rollout.of(ds) != stall(lab):
         ds = (
-            live.wait_for("DaemonSet", DS, lambda d: d is not None and Rollout.of(d) == stall(lab), STATUS_WAIT_SECONDS)
+            live.wait_for(
+                "DaemonSet", DS, lambda d: d is not None and k8s.Rollout.of(d) == stall(lab), STATUS_WAIT_SECONDS
+            )
             or ds
         )
     return ds
@@ -90,16 +74,16 @@ def test_daemonset_spec(learner, live, settled):
     written = learner.file(FILE).object("DaemonSet", "nvidia-container-toolkit", applied_to="gpu-operator")
     expect_value(dig(written, "metadata", "namespace"), "gpu-operator", f"{FILE}: the DaemonSet's namespace")
     expect_rolling_update_by_one(written, FILE)
-    image, _ = image_and_memory(written)
+    image, _ = k8s.image_and_memory(written)
     expect(
-        image_and_memory(written) in (FIRST, CHANGED),
+        k8s.image_and_memory(written) in (FIRST, CHANGED),
         f"{FILE} should hold either the first spec ({FIRST[0]}, 128Mi) or the changed one ({CHANGED[0]}, 64Gi); "
         f"found image {shown(image)}, resources {shown(resources(written))}.",
     )
     if settled is None:
-        not_applied(live, learner.file(FILE), "DaemonSet", DS, written)
+        k8s.not_applied(live, learner.file(FILE), "DaemonSet", DS, written)
     expect_rolling_update_by_one(settled, "In the cluster")
-    image, memory = image_and_memory(settled)
+    image, memory = k8s.image_and_memory(settled)
     expect_value(image, CHANGED[0], "The DaemonSet's image in the cluster")
     expect(
         memory == CHANGED[1],
@@ -108,19 +92,19 @@ def test_daemonset_spec(learner, live, settled):
 
 
 def test_rollout_stalled_on_memory(live, lab, daemonset):
-    revisions = [image_and_memory(revision.get("data")) for revision in revisions_of(live, daemonset)]
+    revisions = [k8s.image_and_memory(revision.get("data")) for revision in k8s.revisions_of(live, daemonset)]
     expect(
         len(revisions) >= 2,
         f"The DaemonSet has {len(revisions)} revision(s); it should have been applied with v1.16.2/128Mi first and then changed.",
         hint="Apply the v1.16.2 spec, wait for 3 Ready Pods, then change image and memory together.",
     )
-    pods = pods_of(live, daemonset)
+    pods = k8s.pods_of(live, daemonset)
     detail = {
         "status": daemonset.get("status"),
         "revisions": revisions,
-        "pods": {dig(p, "metadata", "name"): image_and_memory(p) for p in pods},
+        "pods": {dig(p, "metadata", "name"): k8s.image_and_memory(p) for p in pods},
     }
-    found, wanted = Rollout.of(daemonset), stall(lab)
+    found, wanted = k8s.Rollout.of(daemonset), stall(lab)
     if found.ready == 0 and found.updated == found.desired:
         fail(f"The rollout replaced every Pod and none is ready ({found}).", hint=PUSHED_TOO_EARLY_HINT, detail=detail)
     if any(half_changed(spec) for spec in revisions):
@@ -130,10 +114,12 @@ def test_rollout_stalled_on_memory(live, lab, daemonset):
             hint=TWO_EDITS_HINT, detail=detail,
         )  # fmt: skip
     expect(found == wanted, f"The rollout should stall at {wanted}; found {found}.", detail=detail)
-    current = image_and_memory(daemonset)
-    old = [p for p in pods if image_and_memory(p) == FIRST]
+    current = k8s.image_and_memory(daemonset)
+    old = [p for p in pods if k8s.image_and_memory(p) == FIRST]
     expect(len(old) == wanted.ready, f"{wanted.ready} Pods should still run v1.16.2, found {len(old)}.", detail=detail)
-    pending = [p for p in pods if image_and_memory(p) == current and unschedulable_because(p, "Insufficient memory")]
+    pending = [
+        p for p in pods if k8s.image_and_memory(p) == current and k8s.unschedulable_because(p, "Insufficient memory")
+    ]
     expect(
         len(pending) == 1,
         f"One new Pod should be Pending with Insufficient memory; found {len(pending)}.",
@@ -142,11 +128,13 @@ def test_rollout_stalled_on_memory(live, lab, daemonset):
 
 
 def test_rollout_report(learner, live, daemonset):
-    found = Rollout.of(daemonset)
-    old_pods = sum(image_and_memory(p)[0] == FIRST[0] for p in pods_of(live, daemonset))
+    found = k8s.Rollout.of(daemonset)
+    old_pods = sum(k8s.image_and_memory(p)[0] == FIRST[0] for p in k8s.pods_of(live, daemonset))
     shown_live = {
         "DESIRED": found.desired, "UPDATED": found.updated, "READY": found.ready,
         "OLD_IMAGE_PODS": old_pods, "MAX_UNAVAILABLE": max_unavailable(daemonset),
     }  # fmt: skip
-    answers = {key: word(str(value), why="as the live DaemonSet shows") for key, value in shown_live.items()}
-    expect_answers(learner.file(REPORT), {**answers, "BLOCKER": phrase("insufficient-memory")}, detail=shown_live)
+    asked = {key: answers.word(str(value), why="as the live DaemonSet shows") for key, value in shown_live.items()}
+    answers.expect_answers(
+        learner.file(REPORT), {**asked, "BLOCKER": answers.phrase("insufficient-memory")}, detail=shown_live
+    )

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import check_runtimeclass, expect, written_and_applied
+from pytest_gpulab.grading import expect, k8s
 
 pytestmark = pytest.mark.step(1, "The namespace and two RuntimeClasses", points=10)
 
@@ -15,4 +15,6 @@ def test_namespace(live):
 
 @pytest.mark.parametrize("name", ["nvidia", "nvidia-cdi"])
 def test_runtimeclass(learner, live, name):
-    written_and_applied(learner.file(RUNTIMECLASSES), live, "RuntimeClass", name, check_runtimeclass(handler=name))
+    k8s.written_and_applied(
+        learner.file(RUNTIMECLASSES), live, "RuntimeClass", name, k8s.check_runtimeclass(handler=name)
+    )

@@ -2,41 +2,30 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    check_runtimeclass,
-    condition,
-    dig,
-    expect,
-    expect_answers,
-    expect_value,
-    phrase,
-    shown,
-    written_and_applied,
-    yes_no,
-)
+from pytest_gpulab.grading import answers, dig, expect, expect_value, k8s, shown
 
 pytestmark = pytest.mark.step(2, "A mistyped handler is not validated", points=10)
 
 TYPO = "k8s/runtimeclass-typo.yaml"
 REPORT = "out/unvalidated.txt"
 LOADED = ("runc", "nvidia", "nvidia-cdi")  # what the lab's nodes load
-TOO_EARLY = phrase("scheduling", "admission", "apply", "validation", "api", "apiserver")
+TOO_EARLY = answers.phrase("scheduling", "admission", "apply", "validation", "api", "apiserver")
 TOO_EARLY_HINT = (
     "The Pod was accepted and scheduled: nothing fails until the node's runtime is asked to create the container."
 )
 ANSWERS = {
-    "API_VALIDATES_HANDLER": yes_no(False, why="the API server took the typo"),
-    "FAILS_AT": phrase(
+    "API_VALIDATES_HANDLER": answers.yes_no(False, why="the API server took the typo"),
+    "FAILS_AT": answers.phrase(
         "container-creation", "container-creating", "sandbox-creation", "create", "creation", "runtime",
         "create-container", shown_as="the stage of container creation (e.g. container-creation)",
         hint=lambda written: TOO_EARLY_HINT if TOO_EARLY.accepts(written) else None,
     ),
-    "VISIBLE_TO": phrase("node", "kubelet", "containerd", "the node", why="only the node's runtime knows its handlers"),
+    "VISIBLE_TO": answers.phrase("node", "kubelet", "containerd", "the node", why="only the node's runtime knows its handlers"),
 }  # fmt: skip
 
 
 def check_typo(runtimeclass):
-    check_runtimeclass()(runtimeclass)
+    k8s.check_runtimeclass()(runtimeclass)
     handler = runtimeclass["handler"]
     expect(
         handler not in LOADED,
@@ -51,7 +40,7 @@ def check_probe(pod):
 
 
 def test_typo_runtimeclass(learner, live):
-    written_and_applied(learner.file(TYPO), live, "RuntimeClass", "nvidia-typo", check_typo)
+    k8s.written_and_applied(learner.file(TYPO), live, "RuntimeClass", "nvidia-typo", check_typo)
 
 
 def test_probe_typo_is_scheduled(learner, live):
@@ -59,14 +48,16 @@ def test_probe_typo_is_scheduled(learner, live):
         dig(learner.file(TYPO).object("Pod", "probe-typo"), "spec", "nodeName") is None,
         f"{TYPO} sets spec.nodeName; let the scheduler place the Pod.",
     )
-    written_and_applied(learner.file(TYPO), live, "Pod", "gpu-rt/probe-typo", check_probe)
-    pod = live.wait_for("Pod", "gpu-rt/probe-typo", lambda p: condition(p, "PodScheduled").get("status") == "True", 20)
+    k8s.written_and_applied(learner.file(TYPO), live, "Pod", "gpu-rt/probe-typo", check_probe)
+    pod = live.wait_for(
+        "Pod", "gpu-rt/probe-typo", lambda p: k8s.condition(p, "PodScheduled").get("status") == "True", 20
+    )
     expect(
-        condition(pod, "PodScheduled").get("status") == "True" and dig(pod, "spec", "nodeName"),
+        k8s.condition(pod, "PodScheduled").get("status") == "True" and dig(pod, "spec", "nodeName"),
         f"probe-typo should be bound to a node despite its handler; found node {shown(dig(pod, 'spec', 'nodeName'))}.",
         detail=dig(pod, "status"),
     )
 
 
 def test_answers(learner):
-    expect_answers(learner.file(REPORT), ANSWERS)
+    answers.expect_answers(learner.file(REPORT), ANSWERS)

@@ -2,24 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    Words,
-    check_runtimeclass,
-    condition,
-    containers,
-    dig,
-    effective_request,
-    expect,
-    expect_value,
-    fail,
-    pins_to,
-    quantity_bytes,
-    selects,
-    should_be,
-    shown,
-    unschedulable_because,
-    written_and_applied,
-)
+from pytest_gpulab.grading import Words, answers, dig, expect, expect_value, fail, k8s, should_be, shown
 
 pytestmark = pytest.mark.step(3, "RuntimeClass overhead splits scheduling", points=15)
 
@@ -32,31 +15,33 @@ KWOK = "kwok.x-k8s.io/node"  # the annotation of the nodes kwok manages (value "
 
 def check_tight_node(node):
     cpu = dig(node, "status", "allocatable", "cpu") or dig(node, "status", "capacity", "cpu")
-    expect(quantity_bytes(cpu) == 1, should_be("the node's cpu (status capacity and allocatable)", 1, cpu))
+    expect(answers.quantity_bytes(cpu) == 1, should_be("the node's cpu (status capacity and allocatable)", 1, cpu))
     annotation = dig(node, "metadata", "annotations", KWOK)
     expect_value(annotation, "fake", f"the annotation {KWOK}", why="kwok manages only nodes that carry it")
 
 
 def check_overhead(runtimeclass):
-    check_runtimeclass()(runtimeclass)
+    k8s.check_runtimeclass()(runtimeclass)
     fixed = dig(runtimeclass, "overhead", "podFixed") or {}
     expect(
-        quantity_bytes(fixed.get("cpu")) == 0.25 and quantity_bytes(fixed.get("memory")) == 128 * 2**20,
+        answers.quantity_bytes(fixed.get("cpu")) == 0.25 and answers.quantity_bytes(fixed.get("memory")) == 128 * 2**20,
         should_be("overhead.podFixed", Words("cpu 250m, memory 128Mi"), fixed or None),
     )
 
 
 @pytest.mark.parametrize("name", sorted(TIGHT.values()))
 def test_tight_node(learner, live, name):
-    written_and_applied(learner.file(NODES), live, "Node", name, check_tight_node)
-    node = live.wait_for("Node", name, lambda n: condition(n, "Ready").get("status") == "True", WAIT_SECONDS)
+    k8s.written_and_applied(learner.file(NODES), live, "Node", name, check_tight_node)
+    node = live.wait_for("Node", name, lambda n: k8s.condition(n, "Ready").get("status") == "True", WAIT_SECONDS)
     expect(
-        condition(node, "Ready").get("status") == "True", f"The node {name} is not Ready.", detail=dig(node, "status")
+        k8s.condition(node, "Ready").get("status") == "True",
+        f"The node {name} is not Ready.",
+        detail=dig(node, "status"),
     )
 
 
 def test_overhead_runtimeclass(learner, live):
-    written_and_applied(learner.file(OVERHEAD), live, "RuntimeClass", "nvidia-overhead", check_overhead)
+    k8s.written_and_applied(learner.file(OVERHEAD), live, "RuntimeClass", "nvidia-overhead", check_overhead)
 
 
 def find_pod(live, name):
@@ -75,11 +60,11 @@ def test_pod_goes_through_the_scheduler(learner, live, name):
             hint=f"Pin it with a nodeSelector (kubernetes.io/hostname: {TIGHT[name]}) or a node affinity instead.",
         )
     expect(
-        pins_to(written),
+        k8s.pins_to(written),
         f"{OVERHEAD}: {name} should be pinned to {TIGHT[name]} with a nodeSelector or a node affinity.",
     )
     for node_name in TIGHT.values():
-        allowed = selects(written, live.get("Node", node_name))
+        allowed = k8s.selects(written, live.get("Node", node_name))
         expect(
             allowed == (node_name == TIGHT[name]),
             f"{OVERHEAD}: {name}'s selector should allow {TIGHT[name]} and not the other cpu-1 node ({node_name} is {'allowed' if allowed else 'excluded'}).",
@@ -96,8 +81,8 @@ def test_pod_goes_through_the_scheduler(learner, live, name):
 def expect_asks_900m(pod, where):
     """The cpu the Pod asks for, as the scheduler counts it: its requests, or its limits alone, in any spelling."""
     expect(
-        effective_request(pod, "cpu") == 0.9,
-        should_be(f"{where}'s cpu request", Words("900m"), [dig(c, "resources") for c in containers(pod)] or None),
+        k8s.effective_request(pod, "cpu") == 0.9,
+        should_be(f"{where}'s cpu request", Words("900m"), [dig(c, "resources") for c in k8s.containers(pod)] or None),
     )
 
 
@@ -115,7 +100,9 @@ def test_fits_runs_on_node_a(live):
     namespace = dig(find_pod(live, "fits"), "metadata", "namespace")
     pod = live.wait_for("Pod", f"{namespace}/fits", lambda p: dig(p, "status", "phase") == "Running", WAIT_SECONDS)
     node = live.get("Node", dig(pod, "spec", "nodeName")) if dig(pod, "spec", "nodeName") else None
-    expect(node is None or condition(node, "Ready").get("status") == "True", not_ready(node), detail=dig(pod, "status"))
+    expect(
+        node is None or k8s.condition(node, "Ready").get("status") == "True", not_ready(node), detail=dig(pod, "status")
+    )
     expect(
         dig(pod, "spec", "nodeName") == "gpu-tight-a" and dig(pod, "status", "phase") == "Running",
         f"fits should run on gpu-tight-a, found node {shown(dig(pod, 'spec', 'nodeName'))}, phase {shown(dig(pod, 'status', 'phase'))}.",
@@ -126,11 +113,12 @@ def test_fits_runs_on_node_a(live):
 def test_over_waits_on_its_overhead(live):
     namespace = dig(find_pod(live, "over"), "metadata", "namespace")
     pod = live.wait_for(
-        "Pod", f"{namespace}/over", lambda p: unschedulable_because(p, "Insufficient cpu"), WAIT_SECONDS
+        "Pod", f"{namespace}/over", lambda p: k8s.unschedulable_because(p, "Insufficient cpu"), WAIT_SECONDS
     )
     overhead = dig(pod, "spec", "overhead") or {}
     expect(
-        quantity_bytes(overhead.get("cpu")) == 0.25 and quantity_bytes(overhead.get("memory")) == 128 * 2**20,
+        answers.quantity_bytes(overhead.get("cpu")) == 0.25
+        and answers.quantity_bytes(overhead.get("memory")) == 128 * 2**20,
         should_be(
             "over's spec.overhead, which the API server fills in from its RuntimeClass",
             Words("cpu 250m, memory 128Mi"),
@@ -138,7 +126,7 @@ def test_over_waits_on_its_overhead(live):
         ),
     )
     expect(
-        unschedulable_because(pod, "Insufficient cpu"),
+        k8s.unschedulable_because(pod, "Insufficient cpu"),
         f"over should stay Pending with Insufficient cpu (900m + 250m overhead > 1 cpu), found phase {shown(dig(pod, 'status', 'phase'))}, "
         f"node {shown(dig(pod, 'spec', 'nodeName'))}.",
         detail=dig(pod, "status"),

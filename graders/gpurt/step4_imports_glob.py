@@ -2,23 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    Answer,
-    Words,
-    cri_containerd,
-    expect,
-    expect_all,
-    expect_plugins_match_version,
-    expect_value,
-    fail,
-    imports_of,
-    number,
-    runtime_table,
-    should_be,
-    shown,
-    top_level,
-    yes_no,
-)
+from pytest_gpulab.grading import Words, answers, containerd, expect, expect_value, fail, should_be, shown
 
 pytestmark = pytest.mark.step(4, "An imports glob that catches nothing", points=15)
 
@@ -35,23 +19,25 @@ def matched(learner, glob):
 
 def test_main_config(learner):
     config = learner.file(MAIN).toml()
-    expect_value(top_level(config, "version", MAIN), 2, f"{MAIN}: version at the top level")
-    expect_plugins_match_version(config, MAIN, read_as=2)
-    expect_value(cri_containerd(config, MAIN).get("default_runtime_name"), "runc", f"{MAIN}: default_runtime_name")
-    runtime_table(config, MAIN, "runc")
+    expect_value(containerd.top_level(config, "version", MAIN), 2, f"{MAIN}: version at the top level")
+    containerd.expect_plugins_match_version(config, MAIN, read_as=2)
+    expect_value(
+        containerd.cri_containerd(config, MAIN).get("default_runtime_name"), "runc", f"{MAIN}: default_runtime_name"
+    )
+    containerd.runtime_table(config, MAIN, "runc")
 
 
 def test_dropin_defines_nvidia(learner):
     """The accident node's drop-in: one that states no version is read as its main file's, version 2."""
     dropin = learner.file(DROPIN).toml()
-    expect_plugins_match_version(dropin, DROPIN, read_as=2, main=MAIN)
-    runtime_table(dropin, DROPIN, "nvidia")
+    containerd.expect_plugins_match_version(dropin, DROPIN, read_as=2, main=MAIN)
+    containerd.runtime_table(dropin, DROPIN, "nvidia")
 
 
 def test_glob_misses_the_dropin(learner):
     config = learner.file(MAIN).toml()
-    imports = top_level(config, "imports", MAIN)
-    globs = imports_of(config)
+    imports = containerd.top_level(config, "imports", MAIN)
+    globs = containerd.imports_of(config)
     expect(globs, should_be(f"{MAIN}: imports", Words("an array with a glob"), imports))
     catching = learner.catches(globs, DROPIN, config="etc")
     if catching:
@@ -63,15 +49,15 @@ def test_glob_misses_the_dropin(learner):
 
 def test_report(learner):
     values = learner.file(REPORT).key_values("GLOB", "MATCHED", "DROPIN_EXISTS", "LOADED_NVIDIA")
-    globs = imports_of(learner.file(MAIN).toml())
+    globs = containerd.imports_of(learner.file(MAIN).toml())
     caught = len(matched(learner, values["GLOB"])) if values["GLOB"] in globs else 0
-    answers = {
-        "GLOB": Answer(
+    asked = {
+        "GLOB": answers.Answer(
             Words(f"the glob exactly as {MAIN} writes it ({', '.join(globs) or 'none'})"),
             lambda written: written in globs,
         ),
-        "MATCHED": number(caught, shown_as=f"{caught}, what the glob catches"),
-        "DROPIN_EXISTS": yes_no(True),
-        "LOADED_NVIDIA": yes_no(False, why="a drop-in nobody imports is never loaded"),
+        "MATCHED": answers.number(caught, shown_as=f"{caught}, what the glob catches"),
+        "DROPIN_EXISTS": answers.yes_no(True),
+        "LOADED_NVIDIA": answers.yes_no(False, why="a drop-in nobody imports is never loaded"),
     }
-    expect_all(REPORT, values, answers, detail=values)
+    answers.expect_all(REPORT, values, asked, detail=values)

@@ -2,27 +2,13 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    CRI_V3_RUNTIME,
-    Words,
-    cri_containerd,
-    expect,
-    expect_plugins_match_version,
-    expect_value,
-    imports_of,
-    runtime_option,
-    runtime_table,
-    should_be,
-    shown,
-    table_name,
-    top_level,
-)
+from pytest_gpulab.grading import Words, containerd, expect, expect_value, should_be, shown
 
 pytestmark = pytest.mark.step(5, "The version 3 configuration", points=10)
 
 V3 = "etc/config-v3.toml"
 DROPIN = "etc/conf.d/99-nvidia.toml"
-NVIDIA = table_name(("plugins", CRI_V3_RUNTIME, "containerd", "runtimes", "nvidia"))
+NVIDIA = containerd.table_name(("plugins", containerd.CRI_V3_RUNTIME, "containerd", "runtimes", "nvidia"))
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +17,19 @@ def config(learner):
 
 
 def test_version_3(config):
-    expect_value(top_level(config, "version", V3), 3, f"{V3}: version at the top level")
+    expect_value(containerd.top_level(config, "version", V3), 3, f"{V3}: version at the top level")
 
 
 def test_runtimes_under_the_renamed_plugin(config):
     expect_value(
-        cri_containerd(config, V3, CRI_V3_RUNTIME).get("default_runtime_name"),
+        containerd.cri_containerd(config, V3, containerd.CRI_V3_RUNTIME).get("default_runtime_name"),
         "runc",
-        f'{V3}: default_runtime_name under [plugins."{CRI_V3_RUNTIME}".containerd]',
+        f'{V3}: default_runtime_name under [plugins."{containerd.CRI_V3_RUNTIME}".containerd]',
     )
-    runtime_table(config, V3, "runc", CRI_V3_RUNTIME)
-    binary = runtime_option(runtime_table(config, V3, "nvidia", CRI_V3_RUNTIME), "BinaryName", V3, NVIDIA)
+    containerd.runtime_table(config, V3, "runc", containerd.CRI_V3_RUNTIME)
+    binary = containerd.runtime_option(
+        containerd.runtime_table(config, V3, "nvidia", containerd.CRI_V3_RUNTIME), "BinaryName", V3, NVIDIA
+    )
     expect(
         isinstance(binary, str) and binary,
         should_be(f"{V3}: options.BinaryName of the nvidia runtime", Words("the nvidia runtime's path"), binary),
@@ -49,12 +37,12 @@ def test_runtimes_under_the_renamed_plugin(config):
 
 
 def test_plugin_names_match_the_version(config):
-    expect_plugins_match_version(config, V3, read_as=3)
+    containerd.expect_plugins_match_version(config, V3, read_as=3)
 
 
 def test_imports_the_dropin(learner, config):
-    top_level(config, "imports", V3)
-    globs = imports_of(config)
+    containerd.top_level(config, "imports", V3)
+    globs = containerd.imports_of(config)
     expect(
         learner.catches(globs, DROPIN, config="etc"),
         f"{V3}'s imports {shown(globs)} should catch {DROPIN} this time.",

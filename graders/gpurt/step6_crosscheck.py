@@ -15,22 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpulab.grading import (
-    CRI_V2,
-    CRI_V3_RUNTIME,
-    FAILING_API,
-    Case,
-    Cases,
-    Checker,
-    Run,
-    StepFailed,
-    expect,
-    expect_verdict,
-    generate_dump,
-    listed,
-    required_handlers,
-    said,
-)
+from pytest_gpulab.grading import Case, Cases, Checker, StepFailed, containerd, expect, k8s, listed, scripts
 
 pytestmark = pytest.mark.step(6, "rc-crosscheck.sh cross-checks the cluster and the dump", points=20, needs=1)
 
@@ -53,7 +38,7 @@ def known(required, learner):
 
 @pytest.fixture(scope="module")
 def required(lab_cluster):
-    return required_handlers(lab_cluster.live_or_fail(), made_by="step 1")
+    return k8s.required_handlers(lab_cluster.live_or_fail(), made_by="step 1")
 
 
 def prefix_case(required):
@@ -91,7 +76,7 @@ def near_misses(name):
 
 def dump_of(required, case):
     left_out, version, decoys = case
-    return generate_dump((required - left_out) | {"runc"} | decoys, version)
+    return containerd.generate_dump((required - left_out) | {"runc"} | decoys, version)
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +88,11 @@ def crosscheck(script_runner, learner, required, cases, tmp_path_factory):
     for name, case in cases.items():
         text = dump_of(required, case)
         (path := dumps / f"{name}-v{case[1]}.toml").write_text(text)
-        planned[name] = Run(cluster=True, dump_text=text) if name == "no-argument" else Run(str(path), cluster=True)
-    planned |= {fault: Run(planned["some-3"].args[0], cluster=True, api=fault) for fault in FAILING_API}
-    planned["no-containerd"] = Run(cluster=True, containerd=False)
+        planned[name] = (
+            scripts.Run(cluster=True, dump_text=text) if name == "no-argument" else scripts.Run(str(path), cluster=True)
+        )
+    planned |= {fault: scripts.Run(planned["some-3"].args[0], cluster=True, api=fault) for fault in scripts.FAILING_API}
+    planned["no-containerd"] = scripts.Run(cluster=True, containerd=False)
     runs.ahead(*planned.values())
     return Crosscheck(runs, planned)
 
@@ -115,7 +102,7 @@ class Crosscheck:
     """The script's planned runs by case name: ``crosscheck("prefix")`` is that case's run."""
 
     runs: Any
-    planned: dict[str, Run]
+    planned: dict[str, scripts.Run]
 
     def __call__(self, name):
         return self.runs.run(*self.planned[name].args, **self.planned[name].options)
@@ -154,7 +141,7 @@ def expect_crosscheck(run, case, detail, given=None, argument=True, hint=None):
     given = given or f"Given a version-{version} dump missing {listed(sorted(missing)) or 'no handler'}"
     expected = {f"MISSING={handler}" for handler in missing}
     required = sorted(detail.get("required") or [])
-    expect_verdict(
+    scripts.expect_verdict(
         run.result, SCRIPT, given, expected, prefix="MISSING", detail=detail,
         hint=lambda printed: hint or blind_to(version, set(required) - {"runc"} - missing, printed) or (
             from_the_files(required, detail.get("written") or [], expected - printed)),
@@ -180,11 +167,11 @@ def blind_to(version, loaded, printed):
     if version == 2:
         return (
             f"It found no runtime in this version-2 dump, which loads {listed(sorted(loaded))}: version 2 keeps them "
-            f'under plugins."{CRI_V2}".containerd.runtimes. Read the runtimes of both layouts.'
+            f'under plugins."{containerd.CRI_V2}".containerd.runtimes. Read the runtimes of both layouts.'
         )
     return (
         f"It found no runtime in this version-3 dump, which loads {listed(sorted(loaded))}: containerd 2.x writes them "
-        f"under plugins.'{CRI_V3_RUNTIME}'.containerd.runtimes, its table names in single quotes. Read the dump as "
+        f"under plugins.'{containerd.CRI_V3_RUNTIME}'.containerd.runtimes, its table names in single quotes. Read the dump as "
         "TOML (python3's tomllib), or match both layouts and both quotings."
     )
 
@@ -233,6 +220,6 @@ def test_reads_containerd_config_dump_without_an_argument(crosscheck, required, 
     )
     expect(
         run.asked_for_config_dump(),
-        f"With no argument, {SCRIPT} should read `containerd config dump`; it never ran it{said(run.result)}.",
+        f"With no argument, {SCRIPT} should read `containerd config dump`; it never ran it{scripts.said(run.result)}.",
     )
     expect_crosscheck(run, case, detail, given, argument=False)

@@ -2,31 +2,20 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    CRI_V2,
-    CRI_V3_RUNTIME,
-    dig,
-    expect,
-    expect_answers,
-    expect_plugins_match_version,
-    phrase,
-    should_be,
-    word,
-    yes_no,
-)
+from pytest_gpulab.grading import answers, containerd, dig, expect, should_be
 
 pytestmark = pytest.mark.step(7, "The default runtime and its blast radius", points=10)
 
 DROPIN = "etc/conf.d/50-default.toml"
 REPORT = "out/blast.txt"
 ANSWERS = {
-    "DEFAULT_RUNTIME": word("nvidia"),
-    "AFFECTED": phrase(
+    "DEFAULT_RUNTIME": answers.word("nvidia"),
+    "AFFECTED": answers.phrase(
         "all", "all pods", "every", "everything", "every pod", "all of them",
         hint=lambda _: "Every Pod without a runtimeClassName runs on the default runtime, GPU or not.",
     ),
-    "NEEDS_RUNTIMECLASS": yes_no(False, why="the default applies without one"),
-    "BLAST_RADIUS": phrase(
+    "NEEDS_RUNTIMECLASS": answers.yes_no(False, why="the default applies without one"),
+    "BLAST_RADIUS": answers.phrase(
         "node", "node-wide", "whole node", "entire node", "the node", "all node", "the whole node",
         hint=lambda _: "When the default runtime breaks, no Pod on that node can start, not only one.",
     ),
@@ -36,14 +25,15 @@ ANSWERS = {
 def test_default_runtime_dropin(learner):
     """The lab names no main file for this drop-in: one that states no version may use either plugin name."""
     dropin = learner.file(DROPIN).toml()
-    expect_plugins_match_version(dropin, DROPIN)
+    containerd.expect_plugins_match_version(dropin, DROPIN)
     defaults = [
-        dig(dropin, "plugins", plugin, "containerd", "default_runtime_name") for plugin in (CRI_V2, CRI_V3_RUNTIME)
+        dig(dropin, "plugins", plugin, "containerd", "default_runtime_name")
+        for plugin in (containerd.CRI_V2, containerd.CRI_V3_RUNTIME)
     ]
     expect(
         "nvidia" in defaults,
         should_be(
-            f'{DROPIN}: default_runtime_name under [plugins."{CRI_V2}".containerd]',
+            f'{DROPIN}: default_runtime_name under [plugins."{containerd.CRI_V2}".containerd]',
             "nvidia",
             next((d for d in defaults if d is not None), None),
         ),
@@ -51,4 +41,4 @@ def test_default_runtime_dropin(learner):
 
 
 def test_blast_answers(learner):
-    expect_answers(learner.file(REPORT), ANSWERS)
+    answers.expect_answers(learner.file(REPORT), ANSWERS)

@@ -2,14 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import (
-    expect,
-    expect_plugins_match_version,
-    expect_saved_verdict,
-    listed,
-    loaded_handlers,
-    required_handlers,
-)
+from pytest_gpulab.grading import containerd, expect, k8s, listed, scripts
 
 pytestmark = pytest.mark.step(8, "The checker on a partly loaded dump", points=10, needs=1)
 
@@ -19,17 +12,17 @@ OUTPUT = "out/crosscheck.txt"
 
 @pytest.fixture(scope="module")
 def required(lab_cluster):
-    return required_handlers(lab_cluster.live_or_fail(), made_by="step 1")
+    return k8s.required_handlers(lab_cluster.live_or_fail(), made_by="step 1")
 
 
 @pytest.fixture(scope="module")
 def loaded(learner):
-    return loaded_handlers(learner.file(FIXTURE).toml())
+    return containerd.loaded_handlers(learner.file(FIXTURE).toml())
 
 
 def test_fixture_plugin_names_match_its_version(learner):
     """A dump states its version; a containerd of that version loads runtimes only under that version's plugin."""
-    expect_plugins_match_version(learner.file(FIXTURE).toml(), FIXTURE)
+    containerd.expect_plugins_match_version(learner.file(FIXTURE).toml(), FIXTURE)
 
 
 def test_fixture_is_a_partly_loaded_dump(loaded, required):
@@ -49,7 +42,7 @@ def test_fixture_is_a_partly_loaded_dump(loaded, required):
 
 
 def test_saved_verdict(learner, loaded, required):
-    expect_saved_verdict(
+    scripts.expect_saved_verdict(
         learner.file(OUTPUT), {f"MISSING={handler}" for handler in required - loaded}, prefix="MISSING",
         why=f"what {FIXTURE} lacks of the cluster's handlers",
         detail={"required": sorted(required), "loaded": sorted(loaded)},

@@ -1,52 +1,27 @@
-"""Everything a step module uses, from one import.
+"""The authors' one import: a small core, and kits by subject imported as namespaces.
 
-    from pytest_gpulab.grading import expect, expect_answers, number, written_and_applied
+    from pytest_gpulab.grading import Checker, expect, shown
+    from pytest_gpulab.grading import answers, containerd, k8s, scripts
 
-The names are grouped by what they are for: reading the learner's files, reading the cluster,
-judging answers, learner scripts, and feedback. Each has a docstring with an example. Nothing
-heavy is imported here: :class:`DoctoredView`, which needs the Kubernetes client, is imported on
-first use, so ``pytest --help`` and a lab that does not use it never pay for the client.
+The core is what every step uses:
+
+- verdicts: :func:`expect`, :func:`expect_value`, :func:`fail`, :func:`blocked_unless`, and the two outcomes a
+  check raises, :class:`StepFailed` (the learner's) and :class:`GradingError` (the grading's, retried);
+- reading: :func:`dig` (and the methods of ``learner.file(...)``);
+- wording: :func:`shown`, :func:`listed`, :func:`should_be`, :class:`Words`;
+- the checker contract: :class:`Checker`, with its :class:`Cases` of :class:`Case`.
+
+Everything else is in a kit, one module of one subject, each with an index in its docstring:
+:mod:`.k8s` (the cluster and the learner's manifests), :mod:`.containerd` (containerd TOML and dumps),
+:mod:`.answers` (result files), :mod:`.scripts` (a learner script's runs and verdicts). A lab's own helper
+goes in a module of the lab's folder whose name starts with ``_`` (``_kit.py``), imported by its steps.
+Nothing heavy is imported here: the Kubernetes client waits for the first check that needs it.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
-from ..labs.labfile import HOSTNAME_LABEL
-from ..sandbox.containerd_dumps import generate_dump
-from ..sandbox.script_result import said
-from .answers import (
-    Answer,
-    containing,
-    count_of,
-    exactly,
-    expect_all,
-    expect_answers,
-    items,
-    number,
-    phrase,
-    word,
-    yes_no,
-)
+from . import answers, containerd, k8s, scripts
 from .checker import Case, Cases, Checker
-from .containerd_toml import (
-    CRI_V2,
-    CRI_V3_RUNTIME,
-    RUNTIMES_TABLE_V2,
-    cri_containerd,
-    defined_runtimes,
-    expect_plugins_match_version,
-    find_key,
-    imports_of,
-    loaded_handlers,
-    parse_key_path,
-    runtime_option,
-    runtime_table,
-    stranded_table,
-    table_name,
-    top_level,
-)
 from .feedback import (
     GradingError,
     StepFailed,
@@ -59,155 +34,30 @@ from .feedback import (
     should_be,
     shown,
 )
-from .kube import (
-    Rollout,
-    advertised,
-    check_runtimeclass,
-    condition,
-    containers,
-    effective_request,
-    expect_advertises,
-    expect_advertises_none,
-    handlers_of,
-    image_and_memory,
-    pins_to,
-    pods_of,
-    request,
-    required_handlers,
-    revisions_of,
-    selects,
-    unschedulable_because,
-)
-from .manifests import not_applied, written_and_applied
-from .nodes import (
-    SYSTEM_TAINT_PREFIX,
-    coverage_gaps,
-    daemonset_owner,
-    is_cordoned,
-    is_custom,
-    is_ready,
-    lab_nodes,
-    labels_match,
-    name_of,
-    taints,
-    tolerates,
-    tolerations,
-)
-from .parsing import dig, yaml_in
-from .scripts import Run
-from .values import parse_quantity_number, parse_yes_no, quantity_bytes, split_list
-from .verdicts import (
-    FAILING_API,
-    expect_saved_verdict,
-    expect_verdict,
-    findings_in,
-    says_ok,
-)
+from .parsing import dig
 
-if TYPE_CHECKING:
-    from ..sandbox.clusterview import DoctoredView
-
-# Imported on first use: the Kubernetes client they need takes ~0.2 s.
-_LAZY = {"DoctoredView": "..sandbox.clusterview"}
-
-__all__ = [  # noqa: RUF022 - grouped by what each name is for, as the README lists them
-    # Reading the learner's files (and any dict: dig)
-    "CRI_V2",
-    "CRI_V3_RUNTIME",
-    "RUNTIMES_TABLE_V2",
-    "cri_containerd",
-    "defined_runtimes",
-    "dig",
-    "expect_plugins_match_version",
-    "find_key",
-    "imports_of",
-    "loaded_handlers",
-    "parse_key_path",
-    "parse_quantity_number",
-    "parse_yes_no",
-    "quantity_bytes",
-    "runtime_option",
-    "runtime_table",
-    "split_list",
-    "stranded_table",
-    "table_name",
-    "top_level",
-    "yaml_in",
-    # Reading the cluster
-    "HOSTNAME_LABEL",
-    "SYSTEM_TAINT_PREFIX",
-    "Rollout",
-    "advertised",
-    "check_runtimeclass",
-    "condition",
-    "containers",
-    "coverage_gaps",
-    "daemonset_owner",
-    "effective_request",
-    "expect_advertises",
-    "expect_advertises_none",
-    "handlers_of",
-    "image_and_memory",
-    "is_cordoned",
-    "is_custom",
-    "is_ready",
-    "lab_nodes",
-    "labels_match",
-    "name_of",
-    "not_applied",
-    "pins_to",
-    "pods_of",
-    "request",
-    "required_handlers",
-    "revisions_of",
-    "selects",
-    "taints",
-    "tolerates",
-    "tolerations",
-    "unschedulable_because",
-    "written_and_applied",
-    # Judging answers
-    "Answer",
-    "containing",
-    "count_of",
-    "exactly",
-    "expect_all",
-    "expect_answers",
-    "items",
-    "number",
-    "phrase",
-    "word",
-    "yes_no",
-    # Learner scripts
-    "Case",
-    "Cases",
-    "Checker",
-    "DoctoredView",
-    "FAILING_API",
-    "Run",
-    "expect_saved_verdict",
-    "expect_verdict",
-    "findings_in",
-    "generate_dump",
-    "said",
-    "says_ok",
-    # Feedback
-    "GradingError",
-    "StepFailed",
-    "Words",
-    "blocked_unless",
+__all__ = [  # noqa: RUF022 - the core by what each name is for, as the README lists it, then the kits
+    # Verdicts
     "expect",
     "expect_value",
     "fail",
+    "blocked_unless",
+    "StepFailed",
+    "GradingError",
+    # Reading
+    "dig",
+    # Wording
+    "shown",
     "listed",
     "should_be",
-    "shown",
+    "Words",
+    # The checker contract
+    "Checker",
+    "Cases",
+    "Case",
+    # Kits, imported as namespaces
+    "answers",
+    "containerd",
+    "k8s",
+    "scripts",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name], __package__), name)
-    globals()[name] = value
-    return value

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .feedback import Words, blocked_unless, expect, expect_value, fail, listed, should_be, shown
-from .live import LiveCluster, owned_by
+from .live import LiveCluster
 from .parsing import dig
 from .values import quantity_bytes
 
@@ -98,29 +98,6 @@ class Rollout:
 
     def __str__(self) -> str:
         return f"desired {self.desired}, updated {self.updated}, ready {self.ready}"
-
-
-def selector_labels(workload: Obj) -> dict[str, str] | None:
-    labels = dig(workload, "spec", "selector", "matchLabels")
-    return dict(labels) if isinstance(labels, dict) else None
-
-
-def pods_of(live: LiveCluster, workload: Obj) -> list[dict[str, Any]]:
-    """The Pods a workload owns, read by its selector (never every Pod of the cluster).
-
-    Example:: pods_of(live, live.get("DaemonSet", "gpu-operator/nvidia-container-toolkit"))
-    """
-    namespace = dig(workload, "metadata", "namespace")
-    return owned_by(live.list("Pod", namespace, labels=selector_labels(workload)), workload)
-
-
-def revisions_of(live: LiveCluster, workload: Obj) -> list[dict[str, Any]]:
-    """The ControllerRevisions of a DaemonSet or StatefulSet: one per spec it has had.
-
-    Example:: [image_and_memory(r.get("data")) for r in revisions_of(live, daemonset)]
-    """
-    namespace = dig(workload, "metadata", "namespace")
-    return owned_by(live.list("ControllerRevision", namespace, labels=selector_labels(workload)), workload)
 
 
 def condition(obj: Obj | None, kind: str) -> dict[str, Any]:

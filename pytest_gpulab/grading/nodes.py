@@ -12,6 +12,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..labs.labfile import HOSTNAME_LABEL
+from .feedback import fail
 from .kube import condition
 from .live import LiveCluster
 from .parsing import dig
@@ -131,23 +132,40 @@ def selected_nodes(live: LiveCluster, daemonsets: Sequence[Obj]) -> list[Obj]:
     return list(found.values())
 
 
-def lab_nodes(live: LiveCluster, names: Sequence[str]) -> list[Obj]:
+def lab_nodes(live: LiveCluster, names: Sequence[str], *, allow_empty: bool = False) -> list[Obj]:
     """The lab's own nodes, in one read by their hostname label: other nodes of a big cluster are not read.
+    None found fails the check, unless ``allow_empty``.
 
     Example:: lab_nodes(live, lab.environment.node_names)
     """
-    if not names:
-        return []
-    return list(live.list("Node", labels=f"{HOSTNAME_LABEL} in ({','.join(names)})"))
+    __tracebackhide__ = True
+    nodes: list[Obj] = list(live.list("Node", labels=f"{HOSTNAME_LABEL} in ({','.join(names)})")) if names else []
+    if not nodes and not allow_empty:
+        fail(
+            f"None of the lab's nodes ({', '.join(names) or 'none named'}) is in the cluster, so there was nothing "
+            "to check; grade against the lab's own cluster (kubectl get nodes).",
+            detail={"names": list(names)},
+        )
+    return nodes
 
 
-def coverage_gaps(live: LiveCluster, namespace: str, hidden: AbstractSet[tuple[str, str]] = frozenset()) -> set[str]:
-    """:func:`uncovered` for the DaemonSets of ``namespace`` as the cluster is now, minus the ``hidden`` Pods.
+def coverage_gaps(
+    live: LiveCluster, namespace: str, hidden: AbstractSet[tuple[str, str]] = frozenset(), *, allow_empty: bool = False
+) -> set[str]:
+    """:func:`uncovered` for the DaemonSets of ``namespace`` as the cluster is now, minus the ``hidden`` Pods. A
+    namespace without DaemonSets has no coverage to judge: it fails the check, unless ``allow_empty``.
 
     Example:: coverage_gaps(live, "nvidia-gpu-operator")  # {"gpu-feature-discovery/lab-node-2"}
     """
+    __tracebackhide__ = True
     pods = [
         pod for pod in live.list("Pod", namespace) if (dig(pod, "metadata", "namespace"), name_of(pod)) not in hidden
     ]
     daemonsets = live.list("DaemonSet", namespace)
+    if not daemonsets and not allow_empty:
+        fail(
+            f"The namespace {namespace} has no DaemonSet in the cluster, so there is no coverage to check; "
+            f"make sure the lab's DaemonSets are there (kubectl get daemonsets -n {namespace}).",
+            detail={"namespace": namespace},
+        )
     return uncovered(daemonsets, selected_nodes(live, daemonsets), pods)

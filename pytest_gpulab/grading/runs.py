@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .learner import LearnerFile
 
 if TYPE_CHECKING:
-    from .scripts import LearnerRun, ScriptRunner
+    from .script_runner import LearnerRun, ScriptRunner
 
 
 class Run:

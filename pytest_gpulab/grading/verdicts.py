@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sandbox.script_result import ScriptResult, said
-from .answers import missing_and_extra
+from .answering import missing_and_extra
 from .feedback import expect, listed
 from .learner import LearnerFile
 

@@ -150,7 +150,8 @@ class ScriptRun:
                 self.proc = self._spawn()
             except _START_ERRORS as again:
                 return self._not_started(again)
-        assert self.proc.stdout is not None and self.proc.stderr is not None  # both are pipes
+        assert self.proc.stdout is not None
+        assert self.proc.stderr is not None
         self.wake_r, self.wake_w = os.pipe()
         budget = Budget(self.limits.kill_after_bytes, self.flood, self.wake_w)
         self.out, self.err = (

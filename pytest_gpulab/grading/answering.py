@@ -1,0 +1,179 @@
+"""A result file's answers against what they must say: ``KEY=VALUE`` lines, each compared by meaning.
+
+    expect_answers(learner.file("out/ds-gap.txt"), {
+        "DESIRED": number(2, why="as the DaemonSet's status said", hints={3: "..."}),
+        "MISSING_NODE": word("lab-node-2"),
+        "STATUS_LOOKS_HEALTHY": yes_no(True),
+    })
+
+Every wrong answer of the file is named in one failure, with the hint of each known wrong
+value. Forms are lenient as GRADING says (quotes, case, ``yes``/``true``, lists in any order
+separated by commas or spaces); meanings are strict. :func:`expect_all` judges values read
+elsewhere (a live object's status) the same way. Usable without pytest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .feedback import Words, expect, listed, same, should_be
+from .learner import LearnerFile
+from .values import parse_yes_no, split_list
+
+Hint = Callable[[Any], str | None]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one value must say: shown as ``expected`` (``Words`` as written, a value with its type),
+    judged by ``accepts``, with a hint for a known wrong value.
+
+    Example:: Answer(Words("a glob of etc/config.toml"), lambda value: value in globs)
+    """
+
+    expected: Any
+    accepts: Callable[[Any], bool]
+    why: str | None = None
+    hint: Hint | None = None
+
+
+def _integer(value: str) -> int | None:
+    text = value.strip()
+    return int(text) if re.fullmatch(r"[+]?\d+", text) else None
+
+
+def number(
+    expected: int, *, shown_as: str | None = None, why: str | None = None, hints: Mapping[int, str] | None = None
+) -> Answer:
+    """A whole number; ``hints`` by the wrong number a known mistake writes.
+
+    Example:: number(2, why="as the status said", hints={3: "DESIRED drops with the taint."})
+    """
+    known = dict(hints or {})
+    return Answer(
+        Words(shown_as or str(expected)),
+        lambda value: _integer(value) == expected,
+        why,
+        lambda value: known.get(found) if (found := _integer(value)) is not None else None,
+    )
+
+
+def word(expected: str, *also: str, why: str | None = None, hint: Hint | None = None) -> Answer:
+    """One word, in any case; ``also`` are other spellings that mean the same.
+
+    Example:: word("lab-node-2", why="the tainted node lost its Pod")
+    """
+    accepted = {expected.lower(), *(spelling.lower() for spelling in also)}
+    return Answer(Words(expected), lambda value: value.strip().lower() in accepted, why, hint)
+
+
+def _letters(value: str) -> str:
+    return re.sub(r"[^a-z]", "", value.lower())
+
+
+def phrase(
+    expected: str, *also: str, shown_as: str | None = None, why: str | None = None, hint: Hint | None = None
+) -> Answer:
+    """A few words compared by their letters alone, so case, spaces, dashes and digits do not count
+    (``Insufficient memory`` is ``insufficient-memory``); ``also`` are other phrases that mean the same.
+
+    Example:: phrase("node", "kubelet", "the node", why="only the node's runtime knows its handlers")
+    """
+    accepted = {_letters(text) for text in (expected, *also)}
+    return Answer(Words(shown_as or expected), lambda value: _letters(value) in accepted, why, hint)
+
+
+def yes_no(expected: bool, *, why: str | None = None, hint: str | None = None) -> Answer:
+    """yes or no, written as ``yes``/``no`` or ``true``/``false`` in any case.
+
+    Example:: yes_no(True, why="READY equals DESIRED")
+    """
+    return Answer(
+        Words("yes" if expected else "no"), lambda value: parse_yes_no(value) is expected, why, lambda _: hint
+    )
+
+
+def items(
+    expected: Iterable[str], *, why: str | None = None, hint: Callable[[set[str]], str | None] | None = None
+) -> Answer:
+    """A list in any order, separated by commas and/or spaces; ``hint`` sees the items written.
+
+    Example:: items({"research/a100-job"}, why="the Pods on the node that no DaemonSet owns")
+    """
+    wanted = set(expected)
+    return Answer(
+        Words(",".join(sorted(wanted)) or "empty"),
+        lambda value: split_list(value) == wanted,
+        why,
+        (lambda value: hint(split_list(value))) if hint else None,
+    )
+
+
+def count_of(expected: Iterable[str], *, why: str | None = None) -> Answer:
+    """How many ``expected`` there are, written as the number or as the items themselves (any order).
+
+    Example:: count_of(lab.environment.node_names, why="every node carries the label")
+    """
+    wanted = set(expected)
+    return Answer(
+        Words(f"{len(wanted)} ({','.join(sorted(wanted))})"),
+        lambda value: _integer(value) == len(wanted) or split_list(value) == wanted,
+        why,
+    )
+
+
+def containing(fragment: str, shown_as: str, *, hint: Hint | None = None) -> Answer:
+    """Free text that must name ``fragment`` (a scheduler message, say).
+
+    Example:: containing("Insufficient nvidia.com/gpu", 'the scheduler\'s message, naming "Insufficient nvidia.com/gpu"')
+    """
+    return Answer(Words(shown_as), lambda value: fragment.lower() in value.lower(), None, hint)
+
+
+def exactly(expected: Any, *, why: str | None = None, hint: str | None = None) -> Answer:
+    """``expected`` itself, type included: ``3``, not ``"3"`` or ``3.0`` (the failure names a wrong type).
+
+    Example:: exactly(3, why="three machines in the pool")
+    """
+    return Answer(expected, lambda value: same(value, expected), why, lambda _: hint)
+
+
+def expect_all(where: str, found: Mapping[str, Any], answers: Mapping[str, Answer], *, detail: Any = None) -> None:
+    """Each value of ``found`` judged by the answer of the same name: one failure, opened by ``where``,
+    naming every wrong one, with the hint of each known wrong value.
+
+    Example:: expect_all("In the cluster, the pool worker", {"status.machineCount": 2}, {"status.machineCount": exactly(3)})
+    """
+    __tracebackhide__ = True
+    wrong, hints = [], []
+    for key, answer in answers.items():
+        if not answer.accepts(found.get(key)):
+            wrong.append(should_be(key, answer.expected, found.get(key), why=answer.why))
+            if answer.hint and (hint := answer.hint(found.get(key))) and hint not in hints:
+                hints.append(hint)
+    expect(not wrong, f"{where}: " + " ".join(wrong), hint=" ".join(hints) or None, detail=detail)
+
+
+def expect_answers(file: LearnerFile, answers: Mapping[str, Answer], *, detail: Any = None) -> dict[str, str]:
+    """The file's values for ``answers``' keys, when each is right; else one failure naming every wrong one.
+
+    Example:: expect_answers(learner.file("out/blast.txt"), {"DEFAULT_RUNTIME": word("nvidia")})
+    """
+    __tracebackhide__ = True
+    values = file.key_values(*answers)
+    expect_all(str(file), values, answers, detail={"written": values, "expected": detail})
+    return values
+
+
+def missing_and_extra(expected: Iterable[str], found: Iterable[str]) -> str:
+    """``"lacks A and has B too"`` between two sets of lines; "" when they are the same."""
+    wanted, got = set(expected), set(found)
+    parts = []
+    if wanted - got:
+        parts.append(f"lacks {listed(sorted(wanted - got))}")
+    if got - wanted:
+        parts.append(f"has {listed(sorted(got - wanted))}, which should not be there")
+    return " and ".join(parts)

@@ -1,0 +1,94 @@
+"""The Kubernetes kit: reading the cluster and the learner's manifests as an operator does.
+
+Example::
+
+    from pytest_gpulab.grading import k8s
+
+    k8s.pods_of(live, deployment)           # a workload's Pods, any kind; none fails the check
+    k8s.written_and_applied(file, live, "Pod", "team-a/trainer", check)
+
+Workloads: :func:`pods_of` (DaemonSet, Deployment, Job, ReplicaSet, StatefulSet), :func:`revisions_of`,
+:class:`Rollout`, :func:`image_and_memory`.
+Pods and their specs: :func:`containers`, :func:`request`, :func:`effective_request`, :func:`condition`,
+:func:`unschedulable_because`, :func:`pins_to`, :func:`selects`, :func:`tolerates`, :func:`tolerations`.
+Nodes: :func:`lab_nodes`, :func:`name_of`, :func:`is_ready`, :func:`is_cordoned`, :func:`taints`,
+:func:`is_custom`, :func:`labels_match`, :func:`daemonset_owner`, :func:`coverage_gaps`, :data:`HOSTNAME_LABEL`,
+:data:`SYSTEM_TAINT_PREFIX`; what nodes advertise: :func:`advertised`, :func:`expect_advertises`,
+:func:`expect_advertises_none`.
+RuntimeClasses: :func:`check_runtimeclass`, :func:`handlers_of`, :func:`required_handlers`.
+The learner's manifests: :func:`written_and_applied`, :func:`not_applied`, :func:`yaml_in`.
+"""
+
+from __future__ import annotations
+
+from ..labs.labfile import HOSTNAME_LABEL
+from .kube import (
+    Rollout,
+    advertised,
+    check_runtimeclass,
+    condition,
+    containers,
+    effective_request,
+    expect_advertises,
+    expect_advertises_none,
+    handlers_of,
+    image_and_memory,
+    pins_to,
+    request,
+    required_handlers,
+    selects,
+    unschedulable_because,
+)
+from .manifests import not_applied, written_and_applied
+from .nodes import (
+    SYSTEM_TAINT_PREFIX,
+    coverage_gaps,
+    daemonset_owner,
+    is_cordoned,
+    is_custom,
+    is_ready,
+    lab_nodes,
+    labels_match,
+    name_of,
+    taints,
+    tolerates,
+    tolerations,
+)
+from .parsing import yaml_in
+from .workloads import pods_of, revisions_of
+
+__all__ = [
+    "HOSTNAME_LABEL",
+    "SYSTEM_TAINT_PREFIX",
+    "Rollout",
+    "advertised",
+    "check_runtimeclass",
+    "condition",
+    "containers",
+    "coverage_gaps",
+    "daemonset_owner",
+    "effective_request",
+    "expect_advertises",
+    "expect_advertises_none",
+    "handlers_of",
+    "image_and_memory",
+    "is_cordoned",
+    "is_custom",
+    "is_ready",
+    "lab_nodes",
+    "labels_match",
+    "name_of",
+    "not_applied",
+    "pins_to",
+    "pods_of",
+    "request",
+    "required_handlers",
+    "revisions_of",
+    "selects",
+    "taints",
+    "tolerates",
+    "tolerations",
+    "unschedulable_because",
+    "written_and_applied",
+    "yaml_in",
+]

@@ -1,0 +1,336 @@
+"""Learner scripts as a grader runs them, over :func:`pytest_gpulab.sandbox.runner.run_script`.
+
+Each run gets a fresh scratch directory and a fake ``containerd`` first on
+PATH serving the dump the grader chose. The cluster's kubeconfig and the
+pinned kubectl are added only for a step whose script reads the cluster
+(``cluster=True``); ``containerd=False`` runs the script as on a machine
+without containerd. Usable without pytest.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..cluster import toolchain
+from ..cluster.environ import environ_now
+from ..sandbox.bwrap import blanks_for, view_kubeconfig, write_etc
+from ..sandbox.confine import Exposure, Layout, Sandbox, snapshot, tool_paths
+from ..sandbox.containerd import FakeContainerd, shim_path
+from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
+from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
+from ..sandbox.stage import Stage, StagedRun
+from .feedback import fail
+from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
+from .learner import LearnerFile
+from .runs import Run as Run  # its first home, where labs import it from
+from .runs import ScriptRuns
+from .turns import Turns
+
+if TYPE_CHECKING:
+    from ..sandbox.clusterview import DoctoredView, Door
+
+
+def path_without(command: str, path: str) -> str:
+    """``path`` without the directories that hold an executable ``command``."""
+    kept = [d for d in path.split(os.pathsep) if d and not os.access(os.path.join(d, command), os.X_OK)]
+    return os.pathsep.join(kept)
+
+
+@dataclass(frozen=True)
+class LearnerRun:
+    """One run of a learner script, and what the fake containerd saw during it."""
+
+    result: ScriptResult
+    containerd: FakeContainerd
+    user: int | None = None  # the uid it ran as, where the grader chose one (a root grader's sandbox)
+
+    def asked_for_config_dump(self) -> bool:
+        return self.containerd.asked_for_config_dump()
+
+
+class ScriptRunner:
+    """Runs learner scripts below ``work``, one fresh directory per run; in ``sandbox`` when given, where
+    the lab root is a read-only snapshot and the cluster is reached through a read-only view of it."""
+
+    def __init__(
+        self,
+        work: Path,
+        timeout: float,
+        kubeconfig: Callable[[], str | None],
+        *,
+        lab_root: Path | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
+        self.work = Path(work)
+        self.timeout = timeout
+        self._kubeconfig = kubeconfig
+        self._counter = itertools.count(1)
+        self.lab_root = lab_root
+        self.sandbox = sandbox
+        self._views: dict[str | None, DoctoredView] = {}
+        self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
+        self._pool: ThreadPoolExecutor | None = None
+        self._stage = Stage(lab_root)
+        self._turns = Turns()  # side by side, or alone to tell a run crowded by its own from one starved
+        self._state_users: dict[
+            Path, int | None
+        ] = {}  # where a script run as a uid of its own without a sandbox finds its files
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """Where runs started ahead run: one per core, since each is a few processes' start-up."""
+        with self._shared:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="gpulab-run")
+            return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        while self._views:
+            self._views.popitem()[1].__exit__(None, None, None)
+        self._stage.close()
+
+    def cluster_view(self, fault: str | None = None) -> DoctoredView:
+        """The read-only view of the lab cluster that ``cluster`` scripts read, made by the first one (it
+        hides nothing, and refuses every change); with ``fault``, one whose API server fails that way
+        ("unavailable": 503 to everything; "unreachable": every connection closed unanswered)."""
+        with self._shared:
+            if fault not in self._views:
+                from ..sandbox.clusterview import DoctoredView  # the kubernetes client is slow to import
+
+                upstream = self._kubeconfig() or os.path.expanduser("~/.kube/config")
+                work = self.work / f"cluster-view-{fault or 'read-only'}"
+                self._views[fault] = DoctoredView(upstream, (), work, fault=fault).__enter__()
+            return self._views[fault]
+
+    def _exposures(
+        self, script: Path, args: tuple[str, ...], fake: FakeContainerd, env: dict[str, str], keeps: Keeps
+    ) -> list[Exposure]:
+        """The lab root (or the script's own folder) as a read-only snapshot; the fake containerd, read-only
+        but for the one file it records calls in; the tools on PATH; and the files the grader names in its
+        arguments (a generated dump), read-only."""
+        root = self.lab_root
+        if root is not None and root in script.parents:
+            with self._shared:
+                seen = [Exposure(snapshot(root, self.work / "lab-snapshot"), root)]
+        else:
+            seen = [Exposure(script.parent, script.parent)]
+        seen += [Exposure(fake.directory, fake.directory), Exposure(fake.calls_file, fake.calls_file, read_only=False)]
+        seen += [Exposure(tool, tool) for tool in tool_paths(env.get("PATH", "")) if tool != Path("/")]
+        seen.append(Exposure(shim_path().parent, shim_path().parent))
+        given = [Path(arg) for arg in args if arg.startswith("/") and os.path.isfile(arg)]  # no socket, no device
+        given = [path for path in given if root is None or root not in path.parents]
+        if keeps.writable_inputs:  # copies in folders of their own: writable whole, so sed -i's temporary file shows
+            return seen + [Exposure(folder, folder, read_only=False) for folder in {path.parent for path in given}]
+        return seen + [Exposure(path, path) for path in given]
+
+    def _plan(
+        self,
+        script: Path,
+        args: tuple[str, ...],
+        fake: FakeContainerd,
+        scratch: Path,
+        env: dict[str, str],
+        door: Door | None,
+        user: int | None,
+        keeps: Keeps,
+    ) -> SandboxPlan | None:
+        """What the script sees in the sandbox: its exposures, empty writable blanks (its scratch among
+        them), and for a script that reads the cluster the view's socket behind a forwarder; with a kept
+        ``state``, its folders in place of the /tmp-like blanks, $HOME and the scratch."""
+        if self.sandbox is None:
+            return None
+        fake.calls_file.touch()
+        if user is not None:
+            for writable in (fake.calls_file, scratch):  # the scratch directory matters where no sandbox is
+                os.chown(writable, user, user)
+        seen = self._exposures(script, args, fake, env, keeps)
+        seen += [Exposure(source, scratch / name, not keeps.writable_inputs) for name, source in keeps.inputs]
+        blanks = blanks_for(self.lab_root, env.get("HOME"), scratch, seen)
+        extra: dict[str, str] = {}
+        if keeps.state is not None:
+            kept = kept_places(keeps.state, env.get("HOME"), scratch, user)
+            blanks = tuple(blank for blank in blanks if blank not in kept)
+            seen += [Exposure(source, inside, read_only=False) for inside, source in kept.items()]
+            extra["TMPDIR"] = "/tmp"
+        layout = Layout(
+            tuple(seen), blanks, scratch, write_etc(scratch.parent / "etc", user),
+            cluster_socket=door.socket if door is not None else None,  # none: nothing answers
+            kubeconfig=view_kubeconfig(self.work / "sandbox") if door is not None else None, run_user=user,
+            extra_env=extra,
+        )  # fmt: skip
+        return SandboxPlan(self.sandbox, layout)
+
+    def _environment(
+        self, fake: FakeContainerd, *, containerd: bool, cluster: bool, door: Door | None
+    ) -> tuple[list[Path], dict[str, str]]:
+        """PATH's additions and the variables a run gets: KUBECONFIG only when its step reads the cluster,
+        naming the read-only view (or, for a runner given no sandbox at all, the cluster's own)."""
+        prefix: list[Path] = [fake.bin_dir] if containerd else []
+        extra: dict[str, str] = {"KUBECONFIG": ""}
+        if not containerd:
+            extra["PATH"] = path_without("containerd", os.environ.get("PATH", os.defpath))
+        if cluster:
+            given = door.kubeconfig if door is not None else None
+            extra["KUBECONFIG"] = str(given) if given is not None else self._kubeconfig() or ""
+            prefix.append(toolchain.bin_dir())
+        return prefix, extra
+
+    def run(
+        self,
+        script: Path | LearnerFile,
+        *args: str,
+        dump: str | None = None,
+        dump_text: str | None = None,
+        cluster: bool = False,
+        containerd: bool = True,
+        fake: FakeContainerd | None = None,
+        scratch: Path | None = None,
+        view: DoctoredView | None = None,
+        api: str | None = None,
+        keeps: Keeps = NOTHING_KEPT,
+    ) -> LearnerRun:
+        """Run ``script``: ``dump`` names a shipped dump, ``dump_text`` is one the grader generated;
+        ``view`` shows a ``cluster`` script another view of the cluster than the lab's own
+        (a :class:`pytest_gpulab.sandbox.clusterview.DoctoredView`); ``api="unavailable"`` or
+        ``"unreachable"`` gives it an API server that fails so; ``keeps`` (:class:`Keeps`) a state kept
+        across runs, or files in its working directory."""
+        __tracebackhide__ = True
+        path = script.path if isinstance(script, LearnerFile) else Path(script)
+        if not path.is_file():
+            fail(
+                f"{script} is not a regular file."
+                if path.exists()
+                else f"{script} does not exist; create it as the step asks."
+            )
+        once = functools.partial(
+            self._once, Path(os.path.abspath(path)), tuple(map(str, args)), dump, dump_text, cluster, containerd,
+            fake, scratch, view, api, keeps,
+        )  # fmt: skip
+        return self._turns.take(path, once)
+
+    def _once(
+        self, path: Path, args: tuple[str, ...], dump: str | None, dump_text: str | None, cluster: bool,
+        containerd: bool, fake: FakeContainerd | None, scratch: Path | None, view: DoctoredView | None,
+        api: str | None, keeps: Keeps,
+    ) -> LearnerRun:  # fmt: skip
+        """One attempt, in a run directory of its own."""
+        run_dir = self.work / f"run-{next(self._counter)}"
+        fake = fake or FakeContainerd(run_dir / "fake-containerd")
+        if dump is not None:
+            fake.serve_dump(dump)
+        if dump_text is not None:
+            fake.serve_text(dump_text)
+        scratch = scratch or run_dir / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        with self._door(cluster, view, api, run_dir) as door:
+            return self._run_in(path, args, fake, scratch, door, cluster, containerd, keeps)
+
+    def _door(self, cluster: bool, view: DoctoredView | None, api: str | None, run_dir: Path) -> Any:
+        """The run's own way to the cluster: a door into its view (the lab's read-only one by default), or
+        for ``api="unreachable"`` one that nothing answers; none for a run that does not read the cluster
+        (or, without a sandbox and a view, the cluster's own kubeconfig)."""
+        if not cluster:
+            return nullcontext()
+        if api == "unreachable":
+            from ..sandbox.clusterview import closed_door
+
+            return closed_door(run_dir / "api")
+        if api is not None or self.sandbox is not None:
+            view = view or self.cluster_view(api)
+        tcp = self.sandbox is None or not self.sandbox.namespaces  # no sandbox: a loopback kubeconfig of its own
+        return view.door(tcp=tcp) if view is not None else nullcontext()
+
+    def _run_in(
+        self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
+        cluster: bool, containerd: bool, keeps: Keeps,
+    ) -> LearnerRun:  # fmt: skip
+        """One run through its own door into the view: what it tried to write is its result's ``writes``.
+        Run as a uid of its own without a sandbox, it is given reachable copies (:mod:`..sandbox.stage`)."""
+        user = self._user(keeps)
+        staged = None
+        if user is not None and self.sandbox is not None and not self.sandbox.namespaces:
+            staged = self._stage.run(path, args, fake, user, door)
+            if keeps.state is not None:  # where the run's uid reaches it
+                keeps = replace(keeps, state=self._stage.inside() / f"state-{keeps.state.name}")
+        try:
+            result = self._start(path, args, fake, scratch, door, cluster, containerd, user, staged, keeps)
+        finally:
+            if staged is not None:
+                staged.end(fake)
+        if door is not None:
+            result = replace(result, writes=tuple(door.writes))
+        return LearnerRun(result, fake, user)
+
+    def _user(self, keeps: Keeps) -> int | None:
+        """The uid a run is given, in root mode: one of its own, or for a kept state the same as every run of it
+        (as a learner's own runs are one user's)."""
+        if self.sandbox is None:
+            return None
+        if keeps.state is None:
+            return self.sandbox.run_user()
+        with self._shared:
+            return self._state_users.setdefault(keeps.state, self.sandbox.run_user())
+
+    def _start(
+        self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
+        cluster: bool, containerd: bool, user: int | None, staged: StagedRun | None, keeps: Keeps,
+    ) -> ScriptResult:  # fmt: skip
+        if staged is not None:
+            path, args, fake, scratch, door = staged.script, staged.args, staged.fake, staged.scratch, staged.door
+        prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, door=door)
+        if self.sandbox is None or not self.sandbox.namespaces:  # nothing is bound in: copies, the kept state by name
+            scratch = unbound(keeps, scratch, extra, user)
+        if staged is not None and cluster:
+            prefix = self._stage.tools(prefix, toolchain.bin_dir())
+        env = {**environ_now(), **extra}
+        env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
+        plan = self._plan(path, args, fake, scratch, env, door, user, keeps)
+        return run_script(
+            path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
+        )
+
+    def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:
+        return ScriptRuns(self, script)
+
+
+@dataclass
+class LearnerScripts:
+    """The function-scoped runner: this check's own fake containerd and scratch directory."""
+
+    runner: ScriptRunner
+    fake_containerd: FakeContainerd
+    scratch: Path
+
+    def run(
+        self,
+        script: Path | LearnerFile,
+        *args: str,
+        dump: str | None = None,
+        cluster: bool = False,
+        containerd: bool = True,
+    ) -> ScriptResult:
+        """Run ``script``; ``dump`` names the fake containerd's dump; ``cluster`` gives the script the
+        lab cluster's kubeconfig and the pinned kubectl, for steps whose scripts read the cluster."""
+        __tracebackhide__ = True
+        run = self.runner.run(
+            script,
+            *args,
+            dump=dump,
+            cluster=cluster,
+            containerd=containerd,
+            fake=self.fake_containerd,
+            scratch=self.scratch,
+        )
+        return run.result
