@@ -127,9 +127,9 @@ def test_no_import_goes_round():
     assert depth(graph) <= 13, f"the import graph is {depth(graph)} modules deep (13 is the bound: no deeper)"
 
 
-def test_the_readme_s_layout_lists_every_folder_and_module():
+def test_the_design_notes_layout_lists_every_folder_and_module():
     """Each folder's line (and the lines under it, indented further) names its modules after a colon."""
-    block = (PACKAGE.parent / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
+    block = (PACKAGE.parent / "docs" / "design.md").read_text().split("## Layout", 1)[1].split("```")[1]
     listed: dict[str, set[str]] = {}
     folder = ""
     for line in block.splitlines():

@@ -26,15 +26,20 @@ README_FILE = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.S)
 STEP_MODULES = sorted([*(CHECKOUT / "graders").glob("*/step*.py"), *EXAMPLE.glob("step*.py")])
 
 
+GUIDE = CHECKOUT / "docs" / "authors.md"
+DOCS = sorted([CHECKOUT / "README.md", *(CHECKOUT / "docs").glob("*.md")])
+
+
 def readme_files() -> dict[str, str]:
-    return dict(README_FILE.findall((CHECKOUT / "README.md").read_text()))
+    """Every block of the docs that names a file (``<!-- file: PATH -->``), by that file."""
+    return {path: text for doc in DOCS for path, text in README_FILE.findall(doc.read_text())}
 
 
-def test_the_readme_shows_the_example_lab_as_it_is():
+def test_the_docs_show_the_example_lab_as_it_is():
     shown = readme_files()
     assert {"tests/examples/gpuquota/lab.toml", "tests/examples/gpuquota/step2_free_gpus.py"} <= set(shown)
     for relative, text in shown.items():
-        assert (CHECKOUT / relative).read_text() == text, f"README.md shows {relative} differently from the file"
+        assert (CHECKOUT / relative).read_text() == text, f"the docs show {relative} differently from the file"
 
 
 def imports_of(path: Path) -> list[tuple[str, list[str]]]:
@@ -138,12 +143,12 @@ def test_the_grading_module_leaves_the_kubernetes_client_for_later():
     assert authoring.scripts.DoctoredView.__name__ == "DoctoredView"
 
 
-def test_the_readme_lists_every_name_of_the_grading_module():
-    readme = (CHECKOUT / "README.md").read_text()
+def test_the_authoring_guide_names_the_core_and_every_kit():
+    readme = GUIDE.read_text()
     section = readme[readme.index("## Authors: add a step") :].split("\n## ", 1)[0]
     prose = re.sub(r"```.*?```", "", section, flags=re.S)
     named = {word for code in re.findall(r"`([^`]+)`", prose) for word in re.findall(r"\w+", code)}
-    assert set(authoring.__all__) <= named, f"README's authoring guide leaves out {set(authoring.__all__) - named}"
+    assert set(authoring.__all__) <= named, f"docs/authors.md leaves out {set(authoring.__all__) - named}"
 
 
 @pytest.fixture
@@ -242,3 +247,14 @@ def test_each_lab_s_steps_import_their_own_helper_module(tmp_path, monkeypatch):
     for lab in ("first", "second", "first"):
         own_helpers(tmp_path / lab)
         assert lab == importlib.import_module("_kit").LAB
+
+
+def test_the_reference_is_made_from_the_docstrings_as_they_are():
+    made = subprocess.run(
+        [sys.executable, str(CHECKOUT / "scripts" / "reference.py")],
+        capture_output=True, text=True, timeout=120, cwd=CHECKOUT,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == (CHECKOUT / "docs" / "reference.md").read_text(), (
+        "docs/reference.md is stale: .venv/bin/python scripts/reference.py > docs/reference.md"
+    )

@@ -24,7 +24,7 @@ MOUNT = "/work"
 
 
 # The least a Pod needs for the learner-script sandbox (bubblewrap in a user namespace) and the lab cluster's
-# processes, as measured in an unprivileged container (scripts/measure-sandbox-context, README "Past one
+# processes, as measured in an unprivileged container (scripts/measure-sandbox-context, docs/instructors.md, "Past one
 # machine"): no root, no capability, no privilege escalation, a read-only image. Two loosenings remain:
 # a user namespace of the Pod's own (hostUsers: false), which makes procMount: Unmasked safe and allowed,
 # and Unmasked itself, without which the kernel refuses the sandbox a /proc of its own.

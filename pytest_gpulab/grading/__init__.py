@@ -36,7 +36,7 @@ from .feedback import (
 )
 from .parsing import dig
 
-__all__ = [  # noqa: RUF022 - the core by what each name is for, as the README lists it, then the kits
+__all__ = [  # noqa: RUF022 - the core by what each name is for, as docs/authors.md lists it, then the kits
     # Verdicts
     "expect",
     "expect_value",

@@ -2,7 +2,7 @@
 
 A run killed outright leaves the last document written, marked ``"complete": false``,
 with every check graded so far. The schema is versioned (``schema_version``); the
-README documents it with an example.
+docs/instructors.md documents it with an example.
 """
 
 from __future__ import annotations

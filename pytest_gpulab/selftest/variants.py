@@ -4,7 +4,7 @@ A ``[[form]]`` must pass every step; a ``[[trap]]`` must fail exactly its ``step
 with the words it ``says``. Each starts from the reference solution's lab root and
 changes it by ``[[…edit]]`` tables (data: replace, sub, write, append, prepend,
 chmod, remove, mkdir on a file of the lab root) and/or a ``shell`` snippet run
-after them with ``ROOT`` and ``KUBECONFIG`` set, for cluster changes. README
+after them with ``ROOT`` and ``KUBECONFIG`` set, for cluster changes. docs/authors.md,
 "Authors: prove a lab" documents the format; ``gpulab selftest`` proves it
 (:mod:`pytest_gpulab.selftest.prove`). Reading checks every key, so a typo is an error
 naming the file, the variant and the key. Usable without pytest.
