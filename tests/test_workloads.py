@@ -19,10 +19,6 @@ TEMPLATE = """
 """
 TEMPLATE_ALWAYS = TEMPLATE.replace("RESTART", "Always")
 WORKLOADS = f"""
-apiVersion: v1
-kind: Namespace
-metadata: {{name: {NAMESPACE}}}
----
 apiVersion: apps/v1
 kind: Deployment
 metadata: {{name: trainer, namespace: {NAMESPACE}}}
@@ -72,6 +68,8 @@ MADE = {"Deployment/trainer": 2, "Job/once": 1, "StatefulSet/store": 2, "DaemonS
 
 @pytest.fixture(scope="module")
 def live(gpuop_cluster) -> LiveCluster:
+    gpuop_cluster.kubectl("create", "namespace", NAMESPACE)  # first: its objects are refused until it is there
+    gpuop_cluster.kubectl("wait", "--for=jsonpath={.status.phase}=Active", f"namespace/{NAMESPACE}")
     gpuop_cluster.kubectl("apply", "-f", "-", input=WORKLOADS)
     return LiveCluster.from_kubeconfig(str(gpuop_cluster.kubeconfig))
 

@@ -37,7 +37,7 @@ CPU_PERIOD_US = 100_000  # the quota's period; a run gets one CPU of it
 STARVED_SHARE = 0.25  # a run that waited for a CPU this share of its time, or more,
 FED_SHARE = 0.5  # and had less CPU than this share of one, was starved
 NICENESS = 10  # every script's, below the graders' own
-EMPTY_WAIT = 2.0  # seconds for a killed run's processes to leave its group
+EMPTY_WAIT = 10.0  # seconds for a killed run's processes to leave its groups, on a crowded machine
 STALE_AFTER = 60.0  # seconds: an empty group this old, whose grader is gone, was left by a grader killed
 
 # Joins the groups whose cgroup.procs files are given (writing 0 moves the writer), then runs the command niced
@@ -229,16 +229,15 @@ class RunGroup:
 
     def close(self) -> None:
         """Kill every process still in the run's groups (one that left the script's session too), then remove
-        them and, when empty, their parent (never a hierarchy's root)."""
+        them and, when empty, their parent (never a hierarchy's root). On a crowded machine the killed can take
+        seconds to leave: each group is tried until it goes, within EMPTY_WAIT."""
         deadline = time.monotonic() + EMPTY_WAIT
         for folder in reversed(self.folders):
-            while (pids := _read(folder / "cgroup.procs").split()) and time.monotonic() < deadline:
-                for pid in pids:
+            while not _removed(folder) and time.monotonic() < deadline:
+                for pid in _read(folder / "cgroup.procs").split():
                     with contextlib.suppress(ProcessLookupError, ValueError):
                         os.kill(int(pid), signal.SIGKILL)
                 time.sleep(0.01)  # the bounded wait for the kernel to move the killed out
-            with contextlib.suppress(OSError):
-                folder.rmdir()
             if _owner(folder.parent) is not None or folder.parent.name == PARENT:
                 with contextlib.suppress(OSError):
                     folder.parent.rmdir()  # busy while another run's group is in it
@@ -260,12 +259,13 @@ def _owner(group: Path) -> int | None:
 def _sweep(where: Hierarchies) -> None:
     """Remove the groups a grader left when it was killed before it could: empty, older than STALE_AFTER, and
     named for a process that is gone (a group in use is not empty, and one being made is young). Runs go first,
-    then the gradings' parents they leave empty (whose age is read before their runs go)."""
+    then the gradings' groups and the scripts' parent they leave empty (their ages read before the runs go)."""
     for root in (where.cpu, where.pids, where.unified):
         if root is not None:
-            gradings = [group for group in root.glob(f"{PARENT}-*") if _stale(group)]
+            parents = [group for group in root.glob(f"{PARENT}-*") if _stale(group)]
+            parents += [root / PARENT] if _age(root / PARENT) > STALE_AFTER else []
             runs = [*root.glob(f"{PARENT}-*/run-*"), *(root / PARENT).glob("run-*")]
-            for group in [*filter(_stale, runs), *gradings]:
+            for group in [*filter(_stale, runs), *parents]:
                 with contextlib.suppress(OSError):
                     group.rmdir()
 
@@ -273,6 +273,17 @@ def _sweep(where: Hierarchies) -> None:
 def _stale(group: Path) -> bool:
     owner = _owner(group)
     return owner is not None and not _alive(owner) and _age(group) > STALE_AFTER
+
+
+def _removed(folder: Path) -> bool:
+    """Whether ``folder`` is gone: removed now, or already (it is removed only once it is empty)."""
+    try:
+        folder.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def _alive(pid: int) -> bool:
