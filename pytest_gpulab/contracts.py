@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from .collect import step_number_of
+from .collect import own_helpers, step_number_of
 from .grading.checker import Checker
 
 
@@ -14,6 +14,7 @@ def checkers_of(folder: Path) -> list[tuple[int, Checker]]:
     """Each step's declared checkers, in step order; a step module that cannot be imported declares none here
     (grading it says why)."""
     found = []
+    own_helpers(folder)  # a step imports the lab's own _kit.py by name
     for path in sorted(folder.glob("*.py")):
         if (number := step_number_of(path)) is None:
             continue

@@ -258,3 +258,16 @@ def test_the_reference_is_made_from_the_docstrings_as_they_are():
     assert made.stdout == (CHECKOUT / "docs" / "reference.md").read_text(), (
         "docs/reference.md is stale: .venv/bin/python scripts/reference.py > docs/reference.md"
     )
+
+
+def test_a_contract_is_listed_for_a_step_that_imports_its_lab_s_own_helper(tmp_path, monkeypatch):
+    from pytest_gpulab.contracts import checkers_of
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    (tmp_path / "_kit.py").write_text('SCRIPT = "bin/check.sh"\n')
+    (tmp_path / "step3_check.py").write_text(
+        "from _kit import SCRIPT\n\nfrom pytest_gpulab.grading import Checker\n\n"
+        'CHECKER = Checker(SCRIPT, finding="FULL", reads_cluster=True)\n'
+    )
+    assert [(number, checker.script) for number, checker in checkers_of(tmp_path)] == [(3, "bin/check.sh")]

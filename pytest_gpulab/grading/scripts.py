@@ -4,8 +4,8 @@ Example::
 
     from pytest_gpulab.grading import scripts
 
-    run = learner_script.run("bin/check.sh", cluster=True)
-    scripts.expect_verdict(run, expected={"MISSING=nvidia"}, ok="OK")
+    run = learner_script.run("bin/check.sh", "gpu-operator", cluster=True)
+    scripts.expect_verdict(run.result, "bin/check.sh", "Run on gpu-operator", {"MISSING=nvidia"}, prefix="MISSING")
 
 A run: :class:`Run`, :func:`said`. Its verdict: :func:`expect_verdict`, :func:`findings_in`,
 :func:`says_ok`, and a saved one, :func:`expect_saved_verdict`. A view of the cluster a step doctors for a

@@ -32,7 +32,7 @@ class Verdict:
 
 
 def findings_in(text: str, prefix: str) -> tuple[str, ...]:
-    """The ``PREFIX=...`` lines of a script's output or a saved copy of it, in order (key upper-cased).
+    r"""The ``PREFIX=...`` lines of a script's output or a saved copy of it, in order (key upper-cased).
 
     Example:: findings_in("checking\nmissing=nvidia\n", "MISSING")  # ("MISSING=nvidia",)
     """
@@ -120,7 +120,10 @@ def _pattern_hint(printed: set[str], wanted: set[str], prefix: str) -> str | Non
     if len(wanted) > 1 and any("," in line or " " in line.partition("=")[2].strip() for line in printed):
         return f"Print one {prefix}= line per finding, not several findings on one line."
     if len(printed) == 1 < len(wanted) and printed == {min(wanted)}:  # the first one, in the order it meets them
-        return "It stops at its first finding: report every one, then exit 1."
+        return (
+            f"It printed only the first of the {len(wanted)} findings: if it stops at its first finding, it should "
+            "report every one, then exit 1."
+        )
     return None
 
 
