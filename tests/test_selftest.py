@@ -116,7 +116,10 @@ def test_each_disagreement_is_named_and_fails_the_run(tmp_path):
     assert "replace out/free.txt changed nothing" in problems
     assert "the shell snippet failed (exit 1)" in problems
     assert "no-such-pod" in problems
-    assert "gpuquota: 2 of 6 rows as declared; 4 disagree: form not-a-right-answer, trap declared-on" in done.stdout
+    assert (
+        "gpuquota: 2 of 6 rows as declared; the lab is wrong in 4: form not-a-right-answer, trap declared-on"
+        in done.stdout
+    )
 
 
 def test_a_mistake_in_variants_toml_is_named_before_any_cluster_starts(tmp_path):

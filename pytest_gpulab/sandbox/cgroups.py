@@ -261,13 +261,15 @@ def _sweep(where: Hierarchies) -> None:
     named for a process that is gone (a group in use is not empty, and one being made is young). Runs go first,
     then the gradings' groups and the scripts' parent they leave empty (their ages read before the runs go)."""
     for root in (where.cpu, where.pids, where.unified):
-        if root is not None:
-            parents = [group for group in root.glob(f"{PARENT}-*") if _stale(group)]
-            parents += [root / PARENT] if _age(root / PARENT) > STALE_AFTER else []
-            runs = [*root.glob(f"{PARENT}-*/run-*"), *(root / PARENT).glob("run-*")]
-            for group in [*filter(_stale, runs), *parents]:
-                with contextlib.suppress(OSError):
-                    group.rmdir()
+        try:  # best effort: other gradings remove their groups while these are listed (a glob then raises ENOENT)
+            parents = [group for group in root.glob(f"{PARENT}-*") if _stale(group)] if root else []
+            parents += [root / PARENT] if root and _age(root / PARENT) > STALE_AFTER else []
+            runs = [*root.glob(f"{PARENT}-*/run-*"), *(root / PARENT).glob("run-*")] if root else []
+        except OSError:
+            continue
+        for group in [*filter(_stale, runs), *parents]:
+            with contextlib.suppress(OSError):
+                group.rmdir()
 
 
 def _stale(group: Path) -> bool:
