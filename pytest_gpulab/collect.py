@@ -3,7 +3,8 @@
 A folder holding ``lab.toml`` is collected as a :class:`LabFolder` (pytest's
 custom directory collectors), wherever it lives. Its step modules are the
 files ``stepN_*.py`` (or ``test_stepN_*.py``); other Python files are helpers
-and are not collected, and those whose names start with ``_`` are the lab's own, imported by its steps. Node ids read like the lab, not like file paths:
+and are not collected (those whose names start with ``_`` are the lab's own,
+imported by its steps). Node ids read like the lab, not like file paths:
 ``gpuop/step-5::pending-reason``. A check is a test function; its name is the
 function's without ``test_`` (``pytest.mark.check("name")`` sets another).
 """
