@@ -6,6 +6,7 @@ gpulab grade-batch DIR --jobs 2 --out RESULTS   every bundle in DIR, and the coh
 gpulab cohort-report RESULTS                 write the cohort report again
 gpulab job-manifest DIR --image IMG --claim PVC   the batch as a Kubernetes Indexed Job
 gpulab job-entry                             what each of the Job's Pods runs
+gpulab job-seccomp-profile                   the Localhost seccomp profile the Pods need on containerd nodes
 gpulab gradescope                            Gradescope's run_autograder
 """
 
@@ -20,7 +21,7 @@ import yaml
 
 from .cluster import snapshot
 from .cluster.toolchain import up_kubeconfig
-from .cohort import autograder, jobs
+from .cohort import autograder, jobs, seccomp
 from .cohort.batch import bundles_in, grade_batch, read_roster
 from .cohort.bundle import write_bundle
 from .cohort.regrade import GRADED, REFUSED, grade_bundle, learner_name
@@ -158,9 +159,15 @@ def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
     manifest.add_argument(
         "--seccomp-profile",
         metavar="PATH",
-        help="a Localhost seccomp profile on the nodes (containerd's RuntimeDefault forbids the sandbox's namespaces)",
+        help="a Localhost seccomp profile on the nodes, relative to the kubelet's seccomp folder (containerd's "
+        "RuntimeDefault forbids the sandbox's namespaces; gpulab job-seccomp-profile writes one)",
     )
     manifest.set_defaults(run=cmd_job_manifest)
+    profile = commands.add_parser(
+        "job-seccomp-profile", help="print the Localhost seccomp profile the Job's Pods need on containerd nodes"
+    )
+    profile.add_argument("base", nargs="?", help=f"the profile to derive it from (default {seccomp.CONTAINERS_COMMON})")
+    profile.set_defaults(run=lambda args: seccomp.main([args.base] if args.base else []))
     entry = commands.add_parser("job-entry", help="grade bundle $JOB_COMPLETION_INDEX (a Job's Pod)")
     entry.add_argument("--bundles", default=f"{jobs.MOUNT}/bundles")
     entry.add_argument("--out", default=f"{jobs.MOUNT}/results")
