@@ -1,6 +1,6 @@
 """``gpulab``: build the lab cluster's binaries, bring a lab's cluster up and down, run a demo grading.
 
-    gpulab build            build kwok, etcd and Kubernetes from Go modules (cached)
+    gpulab build            build kwok, etcd and Kubernetes from Go modules (cached); --node: the real node's too
     gpulab labs             list the labs found (installed, and --lab-dir folders)
     gpulab up gpuop         start the lab's cluster; prints the KUBECONFIG to export
     gpulab down gpuop       stop it and delete its state
@@ -8,7 +8,8 @@
     gpulab selftest gpuop   prove the lab: its reference, its untouched start, its variants.toml
 
 Grading away from the learner's machine (``cli_cohort.py``): ``bundle``, ``grade``,
-``grade-batch``, ``cohort-report``, ``job-manifest``, ``job-entry``, ``gradescope``.
+``grade-batch``, ``cohort-report``, ``job-manifest``, ``job-entry``, ``gradescope``; a real node for the
+Job's Pods (``cli_node.py``): ``node up``, ``node down``.
 
 Every lab command takes ``--lab-dir PATH`` (also GPULAB_LAB_DIR) for labs
 outside the installed ones, as ``pytest --lab-dir`` does.
@@ -28,6 +29,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from .cli_cohort import add_commands
+from .cli_node import NODE_ERRORS, add_node_commands
 from .cluster import toolchain
 from .cluster.kwok import KwokCluster, KwokClusterError
 from .cluster.toolchain import up_kubeconfig, up_workdir
@@ -53,7 +55,7 @@ def _lab_cluster(lab: Lab) -> KwokCluster:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    toolchain.build()
+    toolchain.build(node=args.node)
     return 0
 
 
@@ -163,7 +165,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('pytest-gpulab')}")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("build", help="build the lab cluster's binaries (cached)").set_defaults(run=cmd_build)
+    build = commands.add_parser("build", help="build the lab cluster's binaries (cached)")
+    build.add_argument(
+        "--node", action="store_true", help="also the real node's: kubelet, containerd 2.x and runc (gpulab node up)"
+    )
+    build.set_defaults(run=cmd_build)
     lab_dir = argparse.ArgumentParser(add_help=False)
     lab_dir.add_argument(
         "--lab-dir", action="append", metavar="PATH", help="a lab folder, or a folder of them (may be repeated)"
@@ -197,6 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     selftest.set_defaults(run=cmd_selftest)
     add_commands(commands, lab_dir)
+    add_node_commands(commands)
     return parser
 
 
@@ -205,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args.lab_dirs = _lab_dirs(args) if hasattr(args, "lab_dir") else []
     try:
         return int(args.run(args))
-    except (KwokClusterError, toolchain.ToolchainError, UnknownLab, BundleError, VariantsError) as error:
+    except (KwokClusterError, toolchain.ToolchainError, UnknownLab, BundleError, VariantsError, *NODE_ERRORS) as error:
         print(f"gpulab: {error}", file=sys.stderr)
         return 1
 
