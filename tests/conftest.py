@@ -14,9 +14,10 @@ from pytest_gpulab.cluster.kwok import KwokCluster
 
 COHORT_MODULES = ("tests/test_bundles.py", "tests/test_grading_elsewhere.py")  # gpuop_cohort's tests
 SPLIT_MODULES = ("tests/test_selftest.py",)  # long tests that share nothing costly
+CONTAINER_MODULES = ("tests/test_container_job.py", "tests/test_real_node.py")  # one image, built once, in turn
 COHORT_SCRIPT_TIMEOUT = 5
 LONGEST_FIRST = (
-    *COHORT_MODULES, *SPLIT_MODULES, "tests/test_container_job.py", "tests/test_fair_time.py", "tests/test_scale.py",
+    *COHORT_MODULES, *SPLIT_MODULES, *CONTAINER_MODULES, "tests/test_fair_time.py", "tests/test_scale.py",
     "tests/test_hostile_batch.py",
 )  # fmt: skip
 
@@ -44,7 +45,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """pytest-xdist sends a module's tests to one worker (its module fixtures are made once), the generated
-    cohort's modules together (it is made and graded once), and the self-tests one by one."""
+    cohort's modules together (it is made and graded once), the grader's image's modules together (it is built
+    once, and a real node's Pods want the machine's cores), and the self-tests one by one."""
     from xdist.scheduler import LoadScopeScheduling
 
     config.option.loadscopereorder = False  # in the order above, not by tests per scope (the self-tests last)
@@ -54,6 +56,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             module = nodeid.split("::")[0]
             if module in COHORT_MODULES:
                 return "gpuop-cohort"
+            if module in CONTAINER_MODULES:
+                return "containers"
             return nodeid if module in SPLIT_MODULES else super()._split_scope(nodeid)
 
     return Scopes(config, log)

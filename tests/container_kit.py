@@ -10,10 +10,13 @@ import gzip
 import io
 import json
 import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
+from cohort_cases import verdicts
 from gpuop_states import solve
 
 from pytest_gpulab.cluster.kwok import KwokCluster
@@ -21,6 +24,7 @@ from pytest_gpulab.cohort.bundle import MANIFEST, manifest_checksum, write_bundl
 from pytest_gpulab.labs import discover
 from pytest_gpulab.selftest.variants import FORM, copy_root, load_variants
 
+CHECKOUT = Path(__file__).resolve().parents[1]
 PODMAN = ["podman", "run", "--rm", "--runtime=runc", "--ulimit=nofile=4096:4096", "--ulimit=nproc=4096:4096"]
 # hostUsers: false, as podman makes it: the container's ids 0..65535 are the host's 200000..265535.
 ID_MAP = 200000
@@ -101,6 +105,39 @@ def rewritten(honest: bytes, **changes: Any) -> bytes:
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return out.getvalue()
+
+
+def build_image(image: str) -> str:
+    """The grader's image built from these sources (scripts/image-build), or the one already built from them."""
+    built = subprocess.run(["bash", str(CHECKOUT / "scripts" / "image-build"), image], env={**os.environ,
+                           "PYTHON": sys.executable}, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=1800)  # fmt: skip
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
+    print(built.stdout.strip())
+    return image
+
+
+def outcome(results: Path, learner: str) -> dict[str, Any]:
+    return json.loads((results / learner / "outcome.json").read_text())
+
+
+def same_as_host(pod_results: Path, host_results: Path, learners: list[str]) -> dict[str, tuple[str, int, int]]:
+    """Assert that each learner's outcome, and each check with its learner text, equals the host's; return
+    each learner's (status, earned, possible)."""
+    statuses = {}
+    for learner in learners:
+        ours, theirs = outcome(pod_results, learner), outcome(host_results, learner)
+        fields = ("status", "earned", "possible", "reason", "lab", "seed", "rubric_graded")
+        assert {f: ours[f] for f in fields} == {f: theirs[f] for f in fields}, learner
+        statuses[learner] = (ours["status"], ours["earned"], ours["possible"])
+        if ours["status"] == "graded":
+            report = json.loads((pod_results / learner / "report.json").read_text())
+            host_report = json.loads((host_results / learner / "report.json").read_text())
+            assert verdicts(report) == verdicts(host_report), learner
+            assert "reduced" not in report["sandbox"], report["sandbox"]
+            print(f"{learner}: in a Pod {ours['seconds']['total']:.1f}s, on the host {theirs['seconds']['total']:.1f}s; "
+                  f"sandbox in the Pod: {report['sandbox']}")  # fmt: skip
+    return statuses
 
 
 def small_cohort(base: Path) -> Path:

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
-from cohort_cases import BUNDLED_ROOT, verdicts
-from container_kit import PODMAN, pod_command, shared_volume, small_cohort
+from cohort_cases import BUNDLED_ROOT
+from container_kit import PODMAN, build_image, outcome, pod_command, same_as_host, shared_volume, small_cohort
 
 from pytest_gpulab.cluster import toolchain
 from pytest_gpulab.cohort.regrade import SECRET_FILE
@@ -66,11 +66,7 @@ def remove_containers(prefix: str = PREFIX) -> None:
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    """Built from these sources, or the one already built from them."""
-    built = run(["bash", str(CHECKOUT / "scripts" / "image-build"), IMAGE], 1800, PYTHON=sys.executable)
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
-    print(built.stdout.strip())
-    return IMAGE
+    return build_image(IMAGE)
 
 
 @pytest.fixture(scope="module")
@@ -122,29 +118,13 @@ def job(image, cohort, tmp_path_factory) -> Any:
         shutil.rmtree(volume, ignore_errors=True)
 
 
-def outcome(results: Path, learner: str) -> dict[str, Any]:
-    return json.loads((results / learner / "outcome.json").read_text())
-
-
 def test_each_pod_grades_its_bundle_as_grade_batch_does(job, host_results, cohort):
     learners = [bundle.name.removesuffix(".gpulab.tar.gz") for bundle in sorted(cohort.iterdir())]
     for pod, learner in zip(job["pods"], learners, strict=True):
         assert [attempt["exit"] for attempt in pod["attempts"]] == [0], pod  # 1 alone (an error) is tried again
         assert pod["attempts"][0]["out"].startswith(f"{learner}.gpulab.tar.gz: "), pod
     container_results = job["volume"] / "results"
-    statuses = {}
-    for learner in learners:
-        ours, theirs = outcome(container_results, learner), outcome(host_results, learner)
-        fields = ("status", "earned", "possible", "reason", "lab", "seed", "rubric_graded")
-        assert {f: ours[f] for f in fields} == {f: theirs[f] for f in fields}, learner
-        statuses[learner] = (ours["status"], ours["earned"], ours["possible"])
-        if ours["status"] == "graded":
-            report = json.loads((container_results / learner / "report.json").read_text())
-            host_report = json.loads((host_results / learner / "report.json").read_text())
-            assert verdicts(report) == verdicts(host_report), learner
-            assert "reduced" not in report["sandbox"], report["sandbox"]
-            print(f"{learner}: container {ours['seconds']['total']:.1f}s, host {theirs['seconds']['total']:.1f}s; "
-                  f"sandbox in the Pod: {report['sandbox']}")  # fmt: skip
+    statuses = same_as_host(container_results, host_results, learners)
     assert statuses["reference"][0] == "graded"
     assert statuses["reference"][1] == statuses["reference"][2]
     assert statuses["trap-version-string"][1] < statuses["trap-version-string"][2]
