@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_gpulab"
 LAYERS: list[tuple[str, set[str]]] = [
     ("labs and their files", {"labs"}),
     ("the lab cluster", {"cluster"}),
+    ("a real node for the Job", {"node"}),
     ("the sandbox and scripts", {"sandbox"}),
     ("the authors' grading helpers", {"grading"}),
     ("reports", {"reports"}),

@@ -299,7 +299,23 @@ def test_inside_a_pod_root_is_not_the_node_s_root_and_scripts_ran_sandboxed(job)
     assert report["sandbox"].startswith("learner scripts run sandboxed"), report["sandbox"]
 
 
-def test_the_node_leaves_nothing_behind(node, job):
+def test_the_job_and_the_node_leave_nothing_behind(node, job):
     real: RealNode = node["node"]
-    assert real.down() == []
+    deleted = real.kubectl("delete", "job", "gpulab-grade", "--cascade=foreground", "--timeout=120s", timeout=150)
+    assert deleted.returncode == 0, deleted.stderr
+    left = real.kubectl("get", "pods", "-l", "job-name=gpulab-grade", "-o", "name")
+    assert left.returncode == 0 and left.stdout.strip() == "", left.stdout
+    # Each Pod's processes (its containers' and its sandbox's tasks) end with it; the records of its containers
+    # are the kubelet's to collect, a minute later, and go with the node.
+    deadline = time.monotonic() + 60
+    while running := _tasks(real):
+        assert time.monotonic() < deadline, f"the deleted Pods' processes still run on the node: {running}"
+        time.sleep(1)
+    assert real.down() == []  # no process, cgroup, mount, network device or folder of the node
     assert real.kubectl("get", "node", NODE).returncode != 0
+
+
+def _tasks(real: RealNode) -> list[str]:
+    listed = real.ctr("tasks", "list", "--quiet")
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout.split()
