@@ -8,8 +8,9 @@ bundles) and one bundle the Pods cannot read (mode 0000 on the volume: an ``erro
 while the test kills one index's container and deletes another index's Pod mid-grading. Then: the Job ends
 with the unreadable index failed and the others complete; every outcome and every check's learner text
 equals ``grade-batch``'s on the host; the killed and deleted indexes were run again alone; the error was
-tried twice and reported; inside a Pod, root is not the node's root and learner scripts ran sandboxed; and
-the node, once down, leaves no process, mount, cgroup, network device or folder behind.
+tried twice and reported; inside a Pod, root is not the node's root and learner scripts ran sandboxed; without
+the Localhost profile (containerd's RuntimeDefault) a Pod refuses to grade and says why; and the node, once
+down, leaves no process, mount, cgroup, network device or folder behind.
 """
 
 from __future__ import annotations
@@ -94,15 +95,22 @@ def volume_for_pods(volume: Path, cohort: Path) -> None:
         path.chmod(0o2775 if path.is_dir() else 0o664)
         os.chown(path, 1000, 1000)
     unreadable = volume / "bundles" / f"{UNREADABLE}.gpulab.tar.gz"
-    os.chown(unreadable, 0, 0)
-    unreadable.chmod(0)
+    if unreadable.exists():
+        os.chown(unreadable, 0, 0)
+        unreadable.chmod(0)
 
 
-def claim(volume: Path) -> str:
-    """docs/examples/gpulab-work-hostpath.yaml, the README's, with the test's folder as the hostPath."""
+def claim(volume: Path, namespace: str = "default") -> str:
+    """docs/examples/gpulab-work-hostpath.yaml, the README's, with the test's folder as the hostPath (and, in
+    another namespace, a volume of that namespace's name)."""
     example = (CHECKOUT / "docs" / "examples" / "gpulab-work-hostpath.yaml").read_text()
-    assert "path: /srv/gpulab-work," in example
-    return example.replace("path: /srv/gpulab-work,", f"path: {volume},")
+    assert example.count("path: /srv/gpulab-work,") == 1 and example.count("namespace: default") == 2
+    example = example.replace("path: /srv/gpulab-work,", f"path: {volume},")
+    if namespace != "default":
+        example = example.replace("namespace: default", f"namespace: {namespace}")
+        example = example.replace("  name: gpulab-work\n", f"  name: gpulab-work-{namespace}\n", 1)
+        example = example.replace("volumeName: gpulab-work\n", f"volumeName: gpulab-work-{namespace}\n")
+    return example
 
 
 class Faults:
@@ -297,6 +305,35 @@ def test_inside_a_pod_root_is_not_the_node_s_root_and_scripts_ran_sandboxed(job)
     assert len(first) >= 3 and first[0] == "0" and first[1] != "0", (faults.uid_map, faults.exec_errors)
     report = json.loads((job["volume"] / "results" / "reference" / "report.json").read_text())
     assert report["sandbox"].startswith("learner scripts run sandboxed"), report["sandbox"]
+
+
+def test_with_containerd_s_runtime_default_seccomp_the_pods_refuse_to_grade_and_say_why(node, cohort, job):
+    """The same manifest without --seccomp-profile: containerd's RuntimeDefault forbids bubblewrap's namespaces,
+    so the Pod records an error naming what it lacks instead of grading with scripts unconfined."""
+    real: RealNode = node["node"]
+    namespace, claim_dir = "runtime-default", Path(tempfile.mkdtemp(prefix="gpulab-claim-"))
+    claim_dir.chmod(0o711)
+    try:
+        volume, one = claim_dir / "gpulab-work", claim_dir / "one"
+        one.mkdir()
+        shutil.copyfile(cohort / "reference.gpulab.tar.gz", one / "reference.gpulab.tar.gz")
+        volume_for_pods(volume, one)
+        assert real.kubectl("create", "namespace", namespace).returncode == 0
+        applied = real.kubectl("apply", "-f", str(_write(claim_dir / "claim.yaml", claim(volume, namespace))))
+        assert applied.returncode == 0, applied.stderr
+        made = run([GPULAB, "job-manifest", str(volume / "bundles"), f"--image={IMAGE}", "--claim=gpulab-work",
+                    f"--namespace={namespace}"])  # fmt: skip
+        assert real.kubectl("apply", "-f", str(_write(claim_dir / "job.yaml", made.stdout))).returncode == 0
+        ended = real.kubectl("wait", "-n", namespace, "--for=condition=Failed", "job/gpulab-grade", "--timeout=180s",
+                             timeout=200)  # fmt: skip
+        assert ended.returncode == 0, ended.stderr
+        found = outcome(volume / "results", "reference")
+        assert found["status"] == "error", found
+        assert "bubblewrap could not make namespaces" in found["reason"], found["reason"]
+    finally:
+        real.kubectl("delete", "namespace", namespace, "--timeout=120s", timeout=150)
+        real.kubectl("delete", "persistentvolume", f"gpulab-work-{namespace}", "--wait=false")
+        shutil.rmtree(claim_dir, ignore_errors=True)
 
 
 def test_the_job_and_the_node_leave_nothing_behind(node, job):

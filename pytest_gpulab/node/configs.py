@@ -7,6 +7,7 @@ mount namespace (``lifecycle.py``): nothing of a node is left on the machine onc
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,9 @@ class NodeOptions:
     images: tuple[str, ...] = ()
     # Localhost seccomp profiles installed on the node: name (as a Pod's localhostProfile) -> file.
     seccomp_profiles: dict[str, Path] = field(default_factory=dict)
-    # The Pods' network: a CNI bridge of the node's own, no masquerade, no iptables, no kube-proxy.
-    pod_subnet: str = "10.89.0.0/24"
+    # The Pods' network: a CNI bridge of the node's own, no masquerade, no iptables, no kube-proxy; None: a /24 of
+    # 10.89.0.0/16 chosen by the node's name, so that two nodes on one machine do not share one.
+    pod_subnet: str | None = None
     # Seconds the node has to register and become Ready.
     ready_timeout: float = 120.0
 
@@ -112,6 +114,7 @@ def containerd_config(paths: NodePaths, options: NodeOptions, bin_dir: Path, cni
 
 
 def cni_config(paths: NodePaths, options: NodeOptions, bridge: str) -> dict[str, Any]:
+    subnet = options.pod_subnet or f"10.89.{int(hashlib.sha256(bridge.encode()).hexdigest(), 16) % 256}.0/24"
     return {
         "cniVersion": "1.0.0",
         "name": "gpulab-node",
@@ -123,7 +126,7 @@ def cni_config(paths: NodePaths, options: NodeOptions, bridge: str) -> dict[str,
                 "ipMasq": False,  # the Pods reach the node, not past it
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": options.pod_subnet}]],
+                    "ranges": [[{"subnet": subnet}]],
                     "routes": [{"dst": "0.0.0.0/0"}],  # an API server in the Pod needs a default route
                     "dataDir": str(paths.cni_ipam),
                 },
