@@ -101,26 +101,28 @@ class RealNode:
     def up(self, options: NodeOptions, say: Callable[[str], None] = lambda _: None) -> RealNode:
         if self.paths.state.exists():
             raise NodeError(f"node {self.name} is already up from {self.paths.root} (`gpulab node down` first)")
-        for folder in ("containerd_root", "containerd_state", "cni_conf", "cni_ipam", "kubelet_root", "pod_logs",
-                       "volume_plugins", "images", "logs"):  # fmt: skip
-            getattr(self.paths, folder).mkdir(parents=True, exist_ok=True)
-        bridge = _bridge_name(self.name)
-        self._write_configs(options, bridge)
-        say("saving the node's images")
-        images.pause_archive(self.bin_dir / "pause", self.paths.images)
-        for image in options.images:
-            images.podman_archive(image, self.paths.images)
-        process = self._start(bridge)
-        say(f"containerd and the kubelet started (pid {process.pid}); waiting for node {self.name} to be Ready")
+        if missing := _missing(options):
+            raise NodeError(f"node {self.name} cannot start here: {'; '.join(missing)}")
         try:
+            bridge = _bridge_name(self.name)
+            self._write_configs(options, bridge)
+            say("saving the node's images")
+            images.pause_archive(self.bin_dir / "pause", self.paths.images)
+            for image in options.images:
+                images.podman_archive(image, self.paths.images)
+            process = self._start(bridge)
+            say(f"containerd and the kubelet started (pid {process.pid}); waiting for node {self.name} to be Ready")
             self._wait_ready(process, options.ready_timeout)
-        except NodeError:
+        except BaseException:  # whatever stopped it, a node half up is taken down: nothing outlives a failed up
             self.down()
             raise
         return self
 
     def _write_configs(self, options: NodeOptions, bridge: str) -> None:
         paths, inside = self.paths, NodePaths(INSIDE)
+        for folder in ("containerd_root", "containerd_state", "cni_conf", "cni_ipam", "kubelet_root", "pod_logs",
+                       "volume_plugins", "images", "logs"):  # fmt: skip
+            getattr(paths, folder).mkdir(parents=True, exist_ok=True)
         paths.root.chmod(0o711)  # walked through by the Pods' roots (INSIDE), listed by none
         paths.containerd_config.parent.mkdir(parents=True, exist_ok=True)
         paths.containerd_config.write_text(containerd_config(inside, options, self.bin_dir, CNI_BIN))
@@ -201,7 +203,8 @@ class RealNode:
     def down(self, timeout: float = 30) -> list[str]:
         """Remove the node; return what could not be removed (empty when nothing is left)."""
         state = self._state(self.paths)
-        self.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false")
+        with contextlib.suppress(OSError, subprocess.SubprocessError):  # a cluster gone took its Node with it
+            self.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false")
         if (pid := state.get("pid")) and start_time(int(pid)) == state.get("start"):  # not a pid used again
             _kill_namespace(int(pid), timeout)
         remove_cgroups(_cgroup_name(self.name), timeout)
@@ -210,6 +213,19 @@ class RealNode:
             subprocess.run(["ip", "link", "delete", bridge], capture_output=True, timeout=30)
         shutil.rmtree(self.paths.root, ignore_errors=True)
         return leftovers(_cgroup_name(self.name), bridge, self.paths.root)
+
+
+def _missing(options: NodeOptions) -> list[str]:
+    """What this machine lacks for a node, each in words that say how to get it."""
+    missing = [] if os.geteuid() == 0 else ["a node needs root (mounts, cgroups, a network device)"]
+    for tool, package in (("unshare", "util-linux"), ("nsenter", "util-linux"), ("ip", "iproute2")):
+        if shutil.which(tool) is None:
+            missing.append(f"{tool} is not installed (Debian's {package})")
+    if not (CNI_BIN / "bridge").is_file():
+        missing.append(f"no CNI bridge plugin in {CNI_BIN} (Debian's containernetworking-plugins)")
+    if options.images and shutil.which("podman") is None:
+        missing.append("the images to load are podman's, and podman is not installed")
+    return missing
 
 
 def _children(pid: int) -> list[int]:
