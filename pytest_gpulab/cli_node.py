@@ -34,6 +34,8 @@ def _profiles(pairs: list[str]) -> dict[str, Path]:
         name, equals, path = pair.partition("=")
         if not equals or not name or not Path(path).is_file():
             raise NodeError(f"--seccomp-profile {pair!r}: give NAME=FILE, FILE an existing seccomp profile")
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise NodeError(f"--seccomp-profile {pair!r}: NAME is a path inside the kubelet's seccomp folder")
         profiles[name] = Path(path)
     return profiles
 
