@@ -45,13 +45,13 @@ def cmd_node_up(args: argparse.Namespace) -> int:
     if kubeconfig is None or not kubeconfig.is_file():
         print("gpulab node up: give the cluster with --lab LAB (its `gpulab up`) or --kubeconfig FILE", file=sys.stderr)
         return 2
-    toolchain.build(say=lambda message: print(message, file=sys.stderr, flush=True), node=True)
     options = NodeOptions(
         restrict_oom_score_adj=not args.no_restrict_oom_score_adj,
         fail_cgroup_v1={"auto": None, "true": True, "false": False}[args.fail_cgroup_v1],
         images=tuple(args.image or ()),
         seccomp_profiles=_profiles(args.seccomp_profile or []),
     )
+    toolchain.build(say=lambda message: print(message, file=sys.stderr, flush=True), node=True)
     node = _node(args, kubeconfig).up(options, say=lambda message: print(message, file=sys.stderr, flush=True))
     print(f"node {node.name} is Ready; `gpulab node down {node.name}` removes it", file=sys.stderr)
     return 0

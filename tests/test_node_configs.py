@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpulab import cli
 from pytest_gpulab.node import NodeError, NodeOptions, RealNode
 from pytest_gpulab.node.configs import INSIDE, NodePaths, cni_config, containerd_config, kubelet_config
 from pytest_gpulab.node.leftovers import leftovers
@@ -62,3 +63,23 @@ def test_a_node_name_the_cluster_would_refuse_is_refused_first(name, tmp_path):
 
 def test_nothing_is_left_of_a_node_that_never_ran(tmp_path):
     assert leftovers("gpulab-node-never-ran", _bridge_name("never-ran"), tmp_path / "node") == []
+
+
+def test_node_up_without_a_cluster_says_how_to_name_one(capsys):
+    assert cli.main(["node", "up", "real-1"]) == 2
+    assert "give the cluster with --lab LAB" in capsys.readouterr().err
+
+
+def test_a_seccomp_profile_named_outside_the_kubelet_s_folder_is_refused(tmp_path, capsys):
+    profile, kubeconfig = tmp_path / "p.json", tmp_path / "kubeconfig"
+    profile.write_text("{}")
+    kubeconfig.write_text("")
+    arguments = ["node", "up", "real-1", f"--kubeconfig={kubeconfig}", f"--seccomp-profile=../p.json={profile}"]
+    assert cli.main(arguments) == 1
+    assert "NAME is a path inside the kubelet's seccomp folder" in capsys.readouterr().err
+
+
+def test_node_down_of_a_node_never_up_says_so(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPULAB_CACHE_DIR", str(tmp_path))
+    assert cli.main(["node", "down", "real-1"]) == 0
+    assert "no node real-1 is up" in capsys.readouterr().err
