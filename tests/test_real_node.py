@@ -51,8 +51,8 @@ pytestmark = [
 ]
 
 
-def run(command: list[str], timeout: float = 900, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout)
+def run(command: list[str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,8 @@ def cohort(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def node(image, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    toolchain.build(node=True)
+    missing = toolchain.missing_binaries(toolchain.node_bin_dir(), [*toolchain.NODE_BINARIES, "pause"])
+    assert not missing, f"the real node's {', '.join(missing)} are not built: scripts/setup builds them as root"
     base = tmp_path_factory.mktemp("real-node")
     profile = base / "bwrap-localhost.json"
     profile.write_text(json.dumps(seccomp.bwrap_localhost(json.loads(seccomp.CONTAINERS_COMMON.read_text()))))
