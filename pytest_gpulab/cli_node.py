@@ -19,6 +19,10 @@ from .cluster.toolchain import up_kubeconfig
 from .node import ImageError, NodeError, NodeOptions, RealNode
 
 
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def node_folder(name: str) -> Path:
     return toolchain.cache_root() / "nodes" / name
 
@@ -51,8 +55,8 @@ def cmd_node_up(args: argparse.Namespace) -> int:
         images=tuple(args.image or ()),
         seccomp_profiles=_profiles(args.seccomp_profile or []),
     )
-    toolchain.build(say=lambda message: print(message, file=sys.stderr, flush=True), node=True)
-    node = _node(args, kubeconfig).up(options, say=lambda message: print(message, file=sys.stderr, flush=True))
+    toolchain.build(say=_say, node=True)
+    node = _node(args, kubeconfig).up(options, say=_say, outlives_caller=True)  # until `gpulab node down`
     print(f"node {node.name} is Ready; `gpulab node down {node.name}` removes it", file=sys.stderr)
     return 0
 

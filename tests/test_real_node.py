@@ -36,6 +36,8 @@ from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.cohort import seccomp
 from pytest_gpulab.cohort.regrade import SECRET_FILE
 from pytest_gpulab.node import NodeOptions, RealNode
+from pytest_gpulab.node.leftovers import leftovers
+from pytest_gpulab.node.lifecycle import _bridge_name
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 GPULAB = str(Path(sys.executable).with_name("gpulab"))
@@ -335,6 +337,40 @@ def test_with_containerd_s_runtime_default_seccomp_the_pods_refuse_to_grade_and_
         real.kubectl("delete", "namespace", namespace, "--timeout=120s", timeout=150)
         real.kubectl("delete", "persistentvolume", f"gpulab-work-{namespace}", "--wait=false")
         shutil.rmtree(claim_dir, ignore_errors=True)
+
+
+OWNER = """
+import sys
+from pathlib import Path
+from pytest_gpulab.node import NodeOptions, RealNode
+from pytest_gpulab.node.leftovers import leftovers
+from pytest_gpulab.node.lifecycle import _bridge_name
+folder, kubeconfig, node_bin, kubectl = map(Path, sys.argv[1:])
+RealNode("gpulab-killed-owner", kubeconfig, folder, node_bin, kubectl).up(NodeOptions(ready_timeout=60))
+print("up", flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_a_node_whose_owner_is_killed_is_taken_down_by_its_watchdog(node, tmp_path):
+    """A node a test or a library brings up ends with the process that brought it up, even killed (SIGKILL)."""
+    real: RealNode = node["node"]
+    folder, kubectl = tmp_path / "node", str(real.kubectl_binary)
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(folder), str(real.kubeconfig), str(real.bin_dir),
+                              kubectl], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "up\n"
+        assert real.kubectl("get", "node", "gpulab-killed-owner").returncode == 0
+        left = leftovers("gpulab-node-gpulab-killed-owner", _bridge_name("gpulab-killed-owner"), folder)
+        assert left, "the node was not up"
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 60
+    while left := leftovers("gpulab-node-gpulab-killed-owner", _bridge_name("gpulab-killed-owner"), folder):
+        assert time.monotonic() < deadline, f"the watchdog left: {left}"
+        time.sleep(0.5)
+    assert real.kubectl("get", "node", "gpulab-killed-owner").returncode != 0
 
 
 def test_the_job_and_the_node_leave_nothing_behind(node, job):

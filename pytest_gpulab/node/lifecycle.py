@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -98,7 +99,11 @@ class RealNode:
             return {}
 
     # --- up -------------------------------------------------------------------------------------------------
-    def up(self, options: NodeOptions, say: Callable[[str], None] = lambda _: None) -> RealNode:
+    def up(
+        self, options: NodeOptions, say: Callable[[str], None] = lambda _: None, *, outlives_caller: bool = False
+    ) -> RealNode:
+        """Bring the node up and wait until it is Ready. Unless ``outlives_caller`` (``gpulab node up``), a
+        watchdog takes it down when this process ends, however it ends."""
         if self.paths.state.exists():
             raise NodeError(f"node {self.name} is already up from {self.paths.root} (`gpulab node down` first)")
         if missing := _missing(options):
@@ -111,6 +116,8 @@ class RealNode:
             for image in options.images:
                 images.podman_archive(image, self.paths.images)
             process = self._start(bridge)
+            if not outlives_caller:
+                self._watch()
             say(f"containerd and the kubelet started (pid {process.pid}); waiting for node {self.name} to be Ready")
             self._wait_ready(process, options.ready_timeout)
         except BaseException:  # whatever stopped it, a node half up is taken down: nothing outlives a failed up
@@ -164,6 +171,16 @@ class RealNode:
         self.paths.state.write_text(json.dumps(state))
         return process
 
+    def _watch(self) -> None:
+        owner = os.getpid()
+        command = [sys.executable, "-m", "pytest_gpulab.node.watchdog", str(self.paths.root), self.name,
+                   str(self.bin_dir), str(self.kubectl_binary), str(owner), start_time(owner)]  # fmt: skip
+        with open(self.paths.logs / "watchdog.log", "ab") as log:
+            watchdog = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        start_new_session=True)  # fmt: skip
+        state = {**self._state(self.paths), "watchdog": watchdog.pid, "watchdog_start": start_time(watchdog.pid)}
+        self.paths.state.write_text(json.dumps(state))
+
     def kubectl(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(self.kubectl_binary), f"--kubeconfig={self.kubeconfig}", *args],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)  # fmt: skip
@@ -203,10 +220,13 @@ class RealNode:
     def down(self, timeout: float = 30) -> list[str]:
         """Remove the node; return what could not be removed (empty when nothing is left)."""
         state = self._state(self.paths)
+        watchdog = int(state.get("watchdog") or 0)
+        if watchdog and watchdog != os.getpid() and start_time(watchdog) == state.get("watchdog_start"):
+            _kill_tree(watchdog, timeout)  # taken down now: its watchdog has nothing left to do
         with contextlib.suppress(OSError, subprocess.SubprocessError):  # a cluster gone took its Node with it
             self.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false")
         if (pid := state.get("pid")) and start_time(int(pid)) == state.get("start"):  # not a pid used again
-            _kill_namespace(int(pid), timeout)
+            _kill_tree(int(pid), timeout)
         remove_cgroups(_cgroup_name(self.name), timeout)
         bridge = state.get("bridge") or _bridge_name(self.name)
         if bridge_exists(bridge):
@@ -235,8 +255,9 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _kill_namespace(pid: int, timeout: float) -> None:
-    """Kill the node's PID namespace: its first process (unshare's child), then unshare; wait for both."""
+def _kill_tree(pid: int, timeout: float) -> None:
+    """Kill a process and its children, and wait until they have ended. For the node: unshare and its child, the
+    PID namespace's first process, whose end ends every process of the namespace."""
     targets = [*_children(pid), pid]
     for target in targets:
         with contextlib.suppress(ProcessLookupError):
