@@ -22,6 +22,7 @@ from hostile_scripts import ETCD_ATTACK, PWNED, SCAN_REPORT, etcd_keys, fingerpr
 
 from pytest_gpulab.grading.script_runner import ScriptRunner
 from pytest_gpulab.sandbox import confine as sandbox
+from pytest_gpulab.sandbox.script_result import DEFAULT_LIMITS
 
 SANDBOX = sandbox.probe()
 pytestmark = pytest.mark.skipif(not SANDBOX.namespaces, reason=f"no sandbox here: {SANDBOX.describe()}")
@@ -180,7 +181,9 @@ def test_filling_the_scratch_directory_ends_the_run_and_leaves_the_disk_alone(ru
     runner.timeout = 8.0
     started = time.monotonic()
     result = runner.run(script).result
-    assert time.monotonic() - started < 8.0 + 10
+    assert result.timed_out, result.describe()
+    assert result.duration < 8.0 + DEFAULT_LIMITS.kill_wait + DEFAULT_LIMITS.drain_wait + 2, result.duration
+    assert time.monotonic() - started < 8.0 + 40  # staging and removing the run's copies, on a loaded machine
     written = int(result.stdout.split("BYTES=")[1].split()[0])
     assert written <= 64 * 1024 * 1024 + 1024 * 1024, result.stdout
     assert "No space left on device" in result.stderr, result.stderr[-500:]
