@@ -34,13 +34,13 @@ from ..cohort.warm import COLD, Gradings, WarmGradings
 from ..labs.discovery import Lab
 from .clusters import MachineError, started
 from .judge import REFERENCE, START, Row, judge
-from .state import ReferenceState, RowError, read_report, tail
+from .solved import SolvedStates, Steps, solved_cluster
+from .state import ReferenceState, RowError, bounded, read_report, seed_of, tail
 from .twin import TWIN_PROBLEMS, Twins
 from .twin import disagreements as twin_disagreements
 from .variants import VARIANTS_FILE, Variant, VariantsError, copy_root, load_variants
 
 GRADING_TIMEOUT = 900.0
-SOLVE_TIMEOUT = 600.0
 
 
 class Selftest:
@@ -49,21 +49,31 @@ class Selftest:
     def __init__(self, lab: Lab, work: Path, gradings: Gradings = COLD, *, bundles: bool = True) -> None:
         self.lab, self.work, self.gradings = lab, work, gradings
         self.twins = Twins(lab, work, gradings) if bundles else None  # each row graded from its bundle too
+        self.states = SolvedStates(work, self._next_name)
         self._clusters = 0
         self._lock = threading.Lock()
 
-    def cluster(self) -> KwokCluster:
+    def _next_name(self) -> str:
         with self._lock:
             self._clusters += 1
-            return KwokCluster.for_lab(self.lab, name=f"selftest-{self._clusters}")
+            return f"selftest-{self._clusters}"
+
+    def cluster(self) -> KwokCluster:
+        return KwokCluster.for_lab(self.lab, name=self._next_name())
 
     def started(self, row: str) -> KwokCluster:
         """A new cluster, started (once more if the first start fails: :mod:`.clusters`); the caller stops it."""
         return started(self.cluster, f"{self.lab.name}-{row}")
 
     @contextmanager
-    def running(self, row: str) -> Iterator[KwokCluster]:
-        cluster = self.started(row)
+    def running(self, row: str, root: Path | None = None, steps: Steps = None) -> Iterator[KwokCluster]:
+        """A cluster of the row's own, stopped at the end; with ``root``, the reference's ``steps`` solved on it
+        and in ``root`` (:mod:`.solved`: restored when another row solved them first)."""
+        what = f"{self.lab.name}-{row}"
+        if root is None:
+            cluster = self.started(row)
+        else:
+            cluster = solved_cluster(self.states, steps, root, partial(self.started, row), self.solve, what)
         try:
             yield cluster
         finally:
@@ -74,10 +84,10 @@ class Selftest:
         (folder / "run").mkdir(parents=True)
         return folder
 
-    def solve(self, cluster: KwokCluster, root: Path, steps: Sequence[int] | None = None) -> None:
+    def solve(self, cluster: KwokCluster, root: Path, steps: Steps = None) -> None:
         root.mkdir(parents=True, exist_ok=True)
         command = ["bash", str(self.lab.reference), str(root), *map(str, steps or ())]
-        done = _bounded("the reference solution", command, env=cluster.environment(), capture_output=True, text=True)
+        done = bounded("the reference solution", command, env=cluster.environment(), capture_output=True, text=True)
         if done.returncode != 0:
             raise RowError(f"the reference solution failed (exit {done.returncode}): {tail(done.stderr)}")
 
@@ -85,7 +95,7 @@ class Selftest:
         environment = {**cluster.environment(), "ROOT": str(root), "LAB_DIR": str(self.lab.folder)}
         environment["SOLVE"] = str(self.lab.reference)
         command = ["bash", "-c", "set -euo pipefail\n" + snippet]
-        done = _bounded("the shell snippet", command, cwd=root, env=environment, capture_output=True, text=True)
+        done = bounded("the shell snippet", command, cwd=root, env=environment, capture_output=True, text=True)
         if done.returncode != 0:
             raise RowError(f"the shell snippet failed (exit {done.returncode}): {tail(done.stderr + done.stdout)}")
 
@@ -93,7 +103,7 @@ class Selftest:
         """``pytest --lab`` on ``root`` against ``cluster``; its grading report. Then, with ``bundles``, the row's
         bundle graded as an instructor's `gpulab grade` would, with the same seed: each step whose outcome
         differs is a problem of the row's (the report's ``TWIN_PROBLEMS``)."""
-        given, rest = _seed_of(args)
+        given, rest = seed_of(args)
         seed = given if given is not None else secrets.randbelow(10**9)
         report = self.grade_live(folder, root, cluster, [*rest, f"--lab-seed={seed}"])
         if self.twins is not None:
@@ -131,39 +141,13 @@ class Selftest:
         def body() -> dict[str, Any]:
             folder = self.row_dir(f"{variant.kind}-{variant.name}")
             root = folder / "root"
-            with self.running(variant.name) as cluster:
-                self.solve(cluster, root, variant.solve_steps)
+            with self.running(variant.name, root, variant.solve_steps) as cluster:
                 variant.apply_edits(root)
                 if variant.shell is not None:
                     self.run_shell(cluster, root, variant.shell)
                 return self.grade(folder, root, cluster, variant.grader_args)
 
         return attempt(Row(variant.kind, variant), body, self.lab.name)
-
-
-def _seed_of(args: Sequence[str]) -> tuple[int | None, list[str]]:
-    """The ``--lab-seed`` a variant's grader arguments give (``--lab-seed=N`` or ``--lab-seed N``), and the rest."""
-    seed, rest, taking = None, [], False
-    for arg in args:
-        if taking:
-            seed, taking = int(arg), False
-        elif arg == "--lab-seed":
-            taking = True
-        elif arg.startswith("--lab-seed="):
-            seed = int(arg.partition("=")[2])
-        else:
-            rest.append(arg)
-    return seed, rest
-
-
-def _bounded(
-    what: str, command: list[str], timeout: float = SOLVE_TIMEOUT, **options: Any
-) -> subprocess.CompletedProcess:
-    """``command`` run to its end, or a row error once ``timeout`` seconds have passed."""
-    try:
-        return subprocess.run(command, stdin=subprocess.DEVNULL, timeout=timeout, **options)
-    except subprocess.TimeoutExpired:
-        raise RowError(f"{what} did not finish within {timeout:.0f}s") from None
 
 
 class SharedReference:
@@ -177,6 +161,7 @@ class SharedReference:
         self.machine = False  # the machine's fault: its cluster did not start
         self.folder = test.row_dir("reference")
         self._lock = threading.Lock()
+        test.states.claim(None)  # the reference solves every step on its cluster, and keeps them for later rows
 
     def prove(self) -> Row:
         row = Row(REFERENCE)
@@ -192,10 +177,13 @@ class SharedReference:
         try:
             self.cluster = self.test.started("reference")
             self.test.solve(self.cluster, self.folder / "root")
+            self.test.states.keep(None, self.cluster, self.folder / "root")
         except BaseException as error:
             self.failure = f"the reference could not be set up: {error}"
             self.machine = isinstance(error, MachineError)
             raise
+        finally:
+            self.test.states.release(None)
         before = ReferenceState.of(self.folder / "root", self.cluster)
         report = self.test.grade(self.folder, self.folder / "root", self.cluster)
         row.problems += before.changes(ReferenceState.of(self.folder / "root", self.cluster))

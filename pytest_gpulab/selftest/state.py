@@ -1,10 +1,12 @@
-"""What ``gpulab selftest`` reads around a grading: the grading report, and the reference's state before and
-after it (grading must change neither a learner file nor a cluster object)."""
+"""What ``gpulab selftest`` reads around a grading (the grading report, and the reference's state before and
+after it: grading must change neither a learner file nor a cluster object), and how it runs a command, bounded."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from ..cluster.kwok import KwokCluster
 # Written by the cluster's own components while anything runs: their versions move by themselves.
 SELF_UPDATING = {"leases.coordination.k8s.io", "events", "events.events.k8s.io"}
 TAIL = 3000
+SOLVE_TIMEOUT = 600.0
 
 
 class RowError(RuntimeError):
@@ -22,6 +25,31 @@ class RowError(RuntimeError):
 
 def tail(text: str, size: int = TAIL) -> str:
     return text if len(text) <= size else "…" + text[-size:]
+
+
+def seed_of(args: Sequence[str]) -> tuple[int | None, list[str]]:
+    """The ``--lab-seed`` a variant's grader arguments give (``--lab-seed=N`` or ``--lab-seed N``), and the rest."""
+    seed, rest, taking = None, [], False
+    for arg in args:
+        if taking:
+            seed, taking = int(arg), False
+        elif arg == "--lab-seed":
+            taking = True
+        elif arg.startswith("--lab-seed="):
+            seed = int(arg.partition("=")[2])
+        else:
+            rest.append(arg)
+    return seed, rest
+
+
+def bounded(
+    what: str, command: list[str], timeout: float = SOLVE_TIMEOUT, **options: Any
+) -> subprocess.CompletedProcess:
+    """``command`` run to its end, or a row error once ``timeout`` seconds have passed."""
+    try:
+        return subprocess.run(command, stdin=subprocess.DEVNULL, timeout=timeout, **options)
+    except subprocess.TimeoutExpired:
+        raise RowError(f"{what} did not finish within {timeout:.0f}s") from None
 
 
 def read_report(report: Path, returncode: int, output: Path) -> dict[str, Any]:
