@@ -1,12 +1,14 @@
 """How fast a learner's "check" is, on a warm cluster solved with the reference, for each lab.
 
-    .venv/bin/python bench/grading_speed.py [RUNS] [--nodes N] [--pods P] [LAB ...]
+    .venv/bin/python bench/grading_speed.py [RUNS] [--nodes N] [--pods P] [--before OTHER/.venv/bin] [LAB ...]
 
 Phase 1, side by side in turn: the grader's whole process (`pytest --lab LAB`) and the same checks
 as a Killercoda/Instruqt-style verify script (bench/verify/LAB.sh: one kubectl, python3 or
 learner-script process per check). Phase 2, side by side in turn: the grader on that cluster and on
 a second one, solved the same way, then crowded with N extra nodes and P extra Pods
-(pytest_gpulab.cluster.crowd; 1,000 and 10,000 by default). Prints medians and the pairwise ratios.
+(pytest_gpulab.cluster.crowd; 1,000 and 10,000 by default; none at all skips phase 2). With ``--before``,
+another checkout's grader (its virtualenv's bin) runs in turn with this one's in phase 1, on the same cluster.
+Prints medians and the pairwise ratios.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchkit import figure, grader, ratio, side_by_side, solved_cluster
 
 from pytest_gpulab.cluster.crowd import add_crowd
+from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.grading.nodes import daemonset_owner, name_of
 from pytest_gpulab.sandbox.clusterview import DoctoredView
 from pytest_gpulab.sandbox.containerd import FakeContainerd, generate_dump
@@ -52,16 +56,26 @@ def prepare(lab: str, fakes: Path, kubeconfig: Path, stack: contextlib.ExitStack
         (fakes / "hidden-view.kubeconfig").symlink_to(door.kubeconfig)
 
 
-def bench(lab: str, runs: int, nodes: int, pods: int) -> None:
+def bench(lab: str, runs: int, nodes: int, pods: int, before: Path | None = None) -> None:
     with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
         work = Path(scratch)
         cluster, root = stack.enter_context(solved_cluster(lab, work, f"bench-{lab}"))
         prepare(lab, fakes := work / "fakes", cluster.kubeconfig, stack)
         verify = ["bash", str(VERIFY / f"{lab}.sh"), str(root), str(fakes)]
-        first = side_by_side({"grader": (grader(lab, root, cluster), cluster, root.parent),
-                              "verify": (verify, cluster, root.parent)}, runs)  # fmt: skip
+        commands: dict[str, tuple[Sequence[str], KwokCluster, Path]] = {
+            "grader": (grader(lab, root, cluster), cluster, root.parent),
+            "verify": (verify, cluster, root.parent),
+        }
+        if before is not None:  # another checkout's grader, in turn with this one's
+            commands["before"] = ([str(before / "pytest"), *grader(lab, root, cluster)[1:]], cluster, root.parent)
+        first = side_by_side(commands, runs)
         print(f"{lab}: grader {figure(first['grader'])} s; verify script {figure(first['verify'])} s; "
               f"verify/grader {ratio(first['verify'], first['grader'])}")  # fmt: skip
+        if before is not None:
+            print(f"{lab}: the grader of {before}: {figure(first['before'])} s; before/grader "
+                  f"{ratio(first['before'], first['grader'])}; verify/before {ratio(first['verify'], first['before'])}")  # fmt: skip
+        if nodes == 0 and pods == 0:
+            return
         crowded, crowded_root = stack.enter_context(solved_cluster(lab, work, f"bench-{lab}-crowded"))
         add_crowd(crowded, nodes, pods, taint=TAINTED[lab])
         second = side_by_side({"small": (grader(lab, root, cluster), cluster, root.parent),
@@ -76,6 +90,7 @@ if __name__ == "__main__":
     parser.add_argument("labs", nargs="*", default=sorted(TAINTED))
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--before", type=Path, help="another checkout's virtualenv bin, whose grader runs in turn")
     options = parser.parse_args()
     for name in options.labs:
-        bench(name, options.runs, options.nodes, options.pods)
+        bench(name, options.runs, options.nodes, options.pods, options.before)

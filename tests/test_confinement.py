@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import socket
 import time
@@ -356,28 +355,3 @@ def test_a_run_that_reads_the_cluster_starts_its_script_as_one_that_does_not(run
     plain, reading = runner.run(script).result, runner.run(script, cluster=True).result
     assert plain.exit_code == 0 and "SigIgn:\t0000000000000000" in plain.stdout, plain
     assert reading.stdout == plain.stdout and reading.stderr == plain.stderr == "", reading
-
-
-DISCOVERY_PROBE = (
-    '#!/bin/sh\nkubectl -v=6 get nodes -o name 2>&1\necho "CACHE=${KUBECACHEDIR:-none}"\n'
-    'touch "$KUBECACHEDIR/discovery/left-for-later" 2>/dev/null && echo wrote || echo refused\n'
-)
-
-
-def requested(output: str) -> list[str]:
-    """The paths kubectl's -v=6 log says it asked the API server for."""
-    return [re.sub(r"\?.*", "", path) for path in re.findall(r"https?://127\.0\.0\.1:\d+(/[^\s\"]*)", output)]
-
-
-def test_a_run_s_kubectl_reads_the_view_s_discovery_once_read_and_cannot_write_it(runner, lab):
-    """kubectl asks the view for nodes alone: which kinds the cluster serves it reads from the view's warm cache,
-    bound read-only. On a failing API server there is no cache: the first thing kubectl asks for fails."""
-    script = write(lab, DISCOVERY_PROBE)
-    out = runner.run(script, cluster=True).result.stdout
-    assert requested(out) == ["/api/v1/nodes"], out
-    assert {"CACHE=/run/gpulab/kube-cache", "refused"} <= set(out.splitlines()), out
-    assert len(out.splitlines()) > 3 and "node/" in out
-    again = runner.run(script, cluster=True).result.stdout
-    assert requested(again) == ["/api/v1/nodes"], again
-    failing = runner.run(script, cluster=True, api="unavailable").result.stdout
-    assert "CACHE=none" in failing and requested(failing)[:1] == ["/api"], failing

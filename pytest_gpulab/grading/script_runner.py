@@ -168,7 +168,7 @@ class ScriptRunner:
             tuple(seen), blanks, scratch, write_etc(scratch.parent / "etc", user),
             cluster_socket=door.socket if door is not None else None,  # none: nothing answers
             kubeconfig=view_kubeconfig(self.work / "sandbox") if door is not None else None, run_user=user,
-            extra_env=extra, kube_cache=door.discovery if door is not None else None,
+            extra_env=extra,
         )  # fmt: skip
         return SandboxPlan(self.sandbox, layout)
 

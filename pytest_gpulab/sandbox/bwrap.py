@@ -37,7 +37,6 @@ RUN_DIR = Path("/run/gpulab")
 SOCKET_INSIDE = RUN_DIR / "cluster.sock"
 KUBECONFIG_INSIDE = RUN_DIR / "kubeconfig"
 FORWARDER_INSIDE = RUN_DIR / "forward.py"
-KUBE_CACHE_INSIDE = RUN_DIR / "kube-cache"  # the view's warm discovery, read-only (discovery.py)
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_KEPT = (
     "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "localtime", "timezone",
@@ -78,7 +77,6 @@ class Layout:
     kubeconfig: Path | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
     run_user: int | None = None  # root mode: the uid the script runs as
-    kube_cache: Path | None = None  # the view's warm kubectl discovery cache, bound read-only
 
 
 def write_etc(folder: Path, uid: int | None) -> Path:
@@ -122,8 +120,6 @@ def _mounts(layout: Layout) -> list[str]:
                 (layout.cluster_socket, SOCKET_INSIDE),
                 (Path(__file__).with_name("forward.py"), FORWARDER_INSIDE),
             ]
-            if layout.kube_cache is not None:
-                bound.append((layout.kube_cache, KUBE_CACHE_INSIDE))
         places += [(target, ["--ro-bind", str(source), str(target)]) for source, target in bound]
     writable = [*layout.blanks, *(seen.target for seen in layout.exposures if not seen.read_only)]
     for folder in _leading_folders(layout, places):
@@ -156,8 +152,6 @@ def script_environment(env: Mapping[str, str], layout: Layout) -> dict[str, str]
     if layout.kubeconfig is not None:
         kept["KUBECONFIG"] = str(KUBECONFIG_INSIDE)
         kept.update(SHORT_LIVED_GO)  # its kubectl calls: far below the run's address-space limit
-        if layout.kube_cache is not None and layout.cluster_socket is not None:
-            kept["KUBECACHEDIR"] = str(KUBE_CACHE_INSIDE)
     return kept
 
 

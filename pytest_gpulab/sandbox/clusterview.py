@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster.upstream import Upstream
-from .bwrap import FORWARD_PORT
-from .discovery import fill
 from .doctor import Doctor, PodKey
 from .view_proxy import MAX_CONNECTIONS, Write, _Proxy, _TcpServer, _UnixProxy, _UnixServer
 
@@ -56,7 +54,6 @@ class Door:
     kubeconfig: Path | None
     writes: list[Write] = field(default_factory=list)
     token: str | None = None  # a TCP door's secret, the path of its kubeconfig's server URL, in that file alone
-    discovery: Path | None = None  # a warm kubectl discovery cache of the view's, for a sandboxed run (discovery.py)
 
 
 @contextmanager
@@ -99,7 +96,6 @@ class DoctoredView:
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"a view's fault is one of {FAULTS}, not {fault!r}")
         self.fault = fault
-        self.kubeconfig = kubeconfig
         self.upstream = Upstream(kubeconfig)
         hidden = set(hidden_pods)
         self.doctor = Doctor(hidden, self._owners(hidden) if fault is None else Counter(), taints)
@@ -111,18 +107,6 @@ class DoctoredView:
         self._servers: list[socketserver.BaseServer] = []
         self._threads: list[threading.Thread] = []
         self._socket_dir: str | None = None
-        self._discovery: Path | bool | None = False  # False: not read yet
-        self._discovery_lock = threading.Lock()
-
-    def discovery(self) -> Path | None:
-        """The view's warm discovery cache, read on first use; None for a failing view, or when it cannot be read."""
-        with self._discovery_lock:
-            if self._discovery is False:
-                where = self.work_dir / "kube-cache"
-                self._discovery = (
-                    None if self.fault else fill(where, self.kubeconfig, f"http://127.0.0.1:{FORWARD_PORT}")
-                )
-            return self._discovery if isinstance(self._discovery, Path) else None
 
     def doctors(self, path: str) -> bool:
         """Whether a body read at (canonical) ``path`` is looked at: every one but the API's documents,
@@ -168,7 +152,7 @@ class DoctoredView:
         assert self._socket_dir is not None, "enter the view first"
         number = next(self._doors)
         path = Path(self._socket_dir) / f"door-{number}.sock"
-        door = Door(path, None, discovery=None if tcp else self.discovery())
+        door = Door(path, None)
         servers: list[socketserver.BaseServer] = [_UnixServer(str(path), _UnixProxy)]
         if tcp:  # a run without a sandbox: its own port, answering only under its own secret path
             loopback = _TcpServer(("127.0.0.1", 0), _Proxy)
