@@ -8,7 +8,7 @@ from grading import WIDGET_CRD
 from processes import processes_mentioning, running_commands
 
 from pytest_gpulab.cluster import ports
-from pytest_gpulab.cluster.copy import add_objects
+from pytest_gpulab.cluster.copy import add_objects, copy_with
 from pytest_gpulab.cluster.kwok import KwokCluster, KwokClusterError
 from pytest_gpulab.cluster.kwokctl import port_is_free
 from pytest_gpulab.labs.waiting import wait_until
@@ -91,3 +91,24 @@ def test_a_later_cluster_on_the_same_port_is_not_read_with_an_earlier_one_s_kind
     with KwokCluster.for_lab("gpuop", name="tests-port-b", apiserver_port=port, workdir=tmp_path / "b") as second:
         assert add_objects(second, [widget]) == ["Widget/w"]
     held.release()
+
+
+def test_a_copy_holds_the_near_misses_with_their_status_and_leaves_out_what_it_cannot_hold(gpuop_cluster, tmp_path):
+    """Each near miss created, then its status set as written; a Pod without a namespace goes to default, as
+    kubectl places it; one whose namespace is not made, and a kind not served, are left out; the source is
+    unchanged."""
+    node = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "near-node", "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]},
+    }  # fmt: skip
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "near-pod"},
+           "spec": {"containers": [{"name": "c", "image": "registry.example/c:1"}]}, "status": {"phase": "Running"}}  # fmt: skip
+    elsewhere = {**pod, "metadata": {"name": "lost", "namespace": "not-made"}}
+    widget = {"apiVersion": "tests.gpulab.example/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    with copy_with(gpuop_cluster.kubeconfig, [node, pod, elsewhere, widget], tmp_path) as copy:
+        assert copy.get_json("node", "near-node")["status"]["conditions"][0]["reason"] == "KubeletNotReady"
+        assert copy.get_json("pod", "near-pod", "-n", "default")["status"]["phase"] == "Running"
+        left = add_objects(copy, [elsewhere, widget])
+        assert left == ["Pod/lost", "Widget/w"]
+    assert gpuop_cluster.kubectl("get", "node", "near-node", check=False).returncode != 0

@@ -10,7 +10,6 @@ its ``status`` set through the status subresource, as a controller would have. U
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from ..labs.errors import ApiError, TransportError
 from . import snapshot
 from .kwok import KwokCluster, KwokClusterError
 
@@ -34,33 +34,62 @@ def manifests_in(paths: Sequence[Path]) -> list[dict[str, Any]]:
     return found
 
 
-# What kubectl says of an object this cluster cannot hold yet: its kind not served (a custom resource whose
-# definition the learner has not applied) or its namespace not made. Such a near miss is left out: the copy is
-# the learner's cluster as it is, and every answer is computed on it.
-NOT_YET = ("no matches for kind", "resource mapping not found", 'namespaces "')
+NOT_FOUND = 404  # its namespace not made: a near miss the learner's cluster cannot hold yet
+JSON = {"Accept": "application/json", "Content-Type": "application/json"}
+MERGE = {"Accept": "application/json", "Content-Type": "application/merge-patch+json"}
+
+
+class _Kinds:
+    """Where each kind is served, read from the API server once per group and version (``/api/v1``, ``/apis/G/V``)."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport, self._lists = transport, dict[str, dict[str, tuple[str, bool]]]()
+
+    def collection(self, obj: dict[str, Any]) -> str | None:
+        """The path new objects of ``obj``'s kind are created at, or None when the cluster does not serve it."""
+        version = str(obj.get("apiVersion", "v1"))
+        base = f"/apis/{version}" if "/" in version else f"/api/{version}"
+        if version not in self._lists:
+            try:
+                served = self.transport.request("GET", base, {}, JSON, None, 10) or {}
+            except ApiError:  # the group is not served: a custom resource whose definition is not applied
+                served = {}
+            self._lists[version] = {
+                item["kind"]: (item["name"], bool(item.get("namespaced")))
+                for item in served.get("resources") or []
+                if "/" not in item.get("name", "/")
+            }
+        found = self._lists[version].get(str(obj.get("kind")))
+        if found is None:
+            return None
+        plural, namespaced = found
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default"  # as kubectl places one
+        return f"{base}/namespaces/{namespace}/{plural}" if namespaced else f"{base}/{plural}"
 
 
 def add_objects(cluster: KwokCluster, objects: Sequence[dict[str, Any]]) -> list[str]:
-    """Create each object, then set its status as written; those the cluster cannot hold yet are left out and
-    returned (kind/name)."""
-    left_out = []
+    """Create each object, then set its status as written; those the cluster cannot hold yet (a kind it does not
+    serve, a namespace not made) are left out and returned (kind/name). In-process: no kubectl per object."""
+    kinds, left_out = _Kinds(cluster.api.transport), []
     for written in objects:
         obj = {key: value for key, value in written.items() if key != "status"}
-        created = cluster.kubectl("create", "-f", "-", input=json.dumps(obj), check=False)
-        if created.returncode != 0:
-            if any(words in created.stderr for words in NOT_YET):
-                left_out.append(f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}")
+        name = str((obj.get("metadata") or {}).get("name"))
+        collection = kinds.collection(obj)
+        try:
+            if collection is None:
+                left_out.append(f"{obj.get('kind')}/{name}")
                 continue
-            raise KwokClusterError(f"a near-miss object could not be made: {created.stderr.strip()}")
-        if written.get("status"):
-            meta = obj.get("metadata") or {}
-            where = ["-n", str(meta["namespace"])] if meta.get("namespace") else []
-            api, kind = str(obj.get("apiVersion", "v1")), str(obj.get("kind")).lower()
-            target = f"{kind}.{api.split('/')[0]}" if "/" in api else kind
-            cluster.kubectl(
-                "patch", target, str(meta.get("name")), *where, "--subresource=status", "--type=merge",
-                "-p", json.dumps({"status": written["status"]}),
-            )  # fmt: skip
+            cluster.api.transport.request("POST", collection, {}, JSON, obj, 10)
+            if written.get("status"):
+                status = f"{collection}/{name}/status"
+                cluster.api.transport.request("PATCH", status, {}, MERGE, {"status": written["status"]}, 10)
+        except ApiError as error:
+            if error.status == NOT_FOUND and "namespaces" in error.message():
+                left_out.append(f"{obj.get('kind')}/{name}")
+                continue
+            raise KwokClusterError(f"a near-miss object could not be made: {error.message()}") from None
+        except TransportError as error:
+            raise KwokClusterError(f"a near-miss object could not be made: {error}") from None
     return left_out
 
 
