@@ -8,6 +8,7 @@ be overridden in a conftest.py.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import warnings
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from .sandbox.containerd import FakeContainerd
 from .settings import RunSettings, effective_kubeconfig
 
 if TYPE_CHECKING:
+    from .cluster.copy import CopyAhead
     from .grading.live import LiveCluster
 
 settings_key = pytest.StashKey[RunSettings]()
@@ -88,6 +90,7 @@ class LabClusterConnection:
     lab: str
     live: LiveCluster | None = None
     error: str | None = None
+    copy_ahead: CopyAhead | None = None  # the near-miss copy, made from the start when a check will ask for it
 
     def live_or_fail(self) -> LiveCluster:
         """The read-only cluster, or the step's error saying how to reach it."""
@@ -102,8 +105,15 @@ class LabClusterConnection:
 
 
 @pytest.fixture(scope="session")
-def lab_cluster(gpulab_settings: RunSettings, lab: Lab, pytestconfig: pytest.Config) -> Iterator[LabClusterConnection]:
-    """The learner's running cluster, or a fresh one with ``--lab-cluster=ephemeral``."""
+def lab_cluster(
+    gpulab_settings: RunSettings,
+    lab: Lab,
+    pytestconfig: pytest.Config,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LabClusterConnection]:
+    """The learner's running cluster, or a fresh one with ``--lab-cluster=ephemeral``; when a check collected
+    will ask for ``near_miss_cluster``, its copy is begun at once, beside the checks before it."""
     cluster = None
     kubeconfig = effective_kubeconfig(gpulab_settings.kubeconfig, lab)
     if gpulab_settings.lab_cluster == "ephemeral":
@@ -115,9 +125,14 @@ def lab_cluster(gpulab_settings: RunSettings, lab: Lab, pytestconfig: pytest.Con
             return
         kubeconfig = str(cluster.kubeconfig)
     connection = pytestconfig.stash[connection_key] = _connect(kubeconfig, lab.name)
+    if connection.live is not None and lab.near_misses and _asked_for(request.session, "near_miss_cluster"):
+        with contextlib.suppress(KwokClusterError):  # the checks that ask for the copy say why there is none
+            connection.copy_ahead = _copy_ahead(connection.live, lab, tmp_path_factory)
     try:
         yield connection
     finally:
+        if connection.copy_ahead is not None:
+            connection.copy_ahead.close()
         if connection.live is not None:
             connection.live.close()
         if cluster is not None:
@@ -126,6 +141,17 @@ def lab_cluster(gpulab_settings: RunSettings, lab: Lab, pytestconfig: pytest.Con
             except KwokClusterError as error:
                 # The steps are graded; a cleanup problem is the machine's, not the learner's.
                 warnings.warn(f"the ephemeral lab cluster did not stop cleanly: {error}", stacklevel=1)
+
+
+def _asked_for(session: pytest.Session, fixture: str) -> bool:
+    return any(fixture in getattr(item, "fixturenames", ()) for item in session.items)
+
+
+def _copy_ahead(live: LiveCluster, lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> CopyAhead:
+    """The near-miss copy, begun; :class:`KwokClusterError` when the lab's near-miss files cannot be read."""
+    from .cluster.copy import CopyAhead, manifests_in
+
+    return CopyAhead(live.source, manifests_in(lab.near_misses), tmp_path_factory.mktemp("copy"))
 
 
 def _connect(kubeconfig: str | None, lab: str) -> LabClusterConnection:
@@ -147,19 +173,22 @@ def near_miss_cluster(
     """A copy of the learner's cluster with the lab's near-miss objects added (``lab.toml`` ``near_misses``), read
     only: objects the lab never makes, for its checkers to meet. Made once, by the first check that asks; the
     learner's own cluster is never changed. Its ``source`` is the copy's kubeconfig, for a :class:`DoctoredView`."""
-    from .cluster.copy import copy_with, manifests_in
     from .grading.live import ClusterUnreachable, LiveCluster
 
     live = lab_cluster.live_or_fail()
     if not lab.near_misses:
         raise GradingError(f"lab {lab.name} declares no near_misses in its lab.toml, so there is no copy to run on.")
     try:
-        with copy_with(live.source, manifests_in(lab.near_misses), tmp_path_factory.mktemp("copy")) as copy:
-            copied = LiveCluster.from_kubeconfig(str(copy.kubeconfig))
+        ahead = lab_cluster.copy_ahead or _copy_ahead(live, lab, tmp_path_factory)
+        try:
+            copied = LiveCluster.from_kubeconfig(str(ahead.result().kubeconfig))
             try:
                 yield copied
             finally:
                 copied.close()
+        finally:
+            if ahead is not lab_cluster.copy_ahead:
+                ahead.close()
     except (KwokClusterError, ClusterUnreachable) as error:
         raise GradingError(f"A copy of the lab cluster with the near-miss objects could not be made: {error}") from None
 

@@ -8,7 +8,7 @@ from grading import WIDGET_CRD
 from processes import processes_mentioning, running_commands
 
 from pytest_gpulab.cluster import ports
-from pytest_gpulab.cluster.copy import add_objects, copy_with
+from pytest_gpulab.cluster.copy import CopyAhead, add_objects, copy_with
 from pytest_gpulab.cluster.kwok import KwokCluster, KwokClusterError
 from pytest_gpulab.cluster.kwokctl import port_is_free
 from pytest_gpulab.labs.waiting import wait_until
@@ -112,3 +112,21 @@ def test_a_copy_holds_the_near_misses_with_their_status_and_leaves_out_what_it_c
         left = add_objects(copy, [elsewhere, widget])
         assert left == ["Pod/lost", "Widget/w"]
     assert gpuop_cluster.kubectl("get", "node", "near-node", check=False).returncode != 0
+
+
+def test_a_copy_begun_ahead_is_there_when_asked_for_and_gone_when_closed(gpuop_cluster, tmp_path):
+    """The near-miss copy a grading begins beside its first checks: the same copy when asked for, stopped at
+    close; a kubeconfig no lab cluster owns is the asker's error, raised when it asks."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ahead-node"}}
+    ahead = CopyAhead(gpuop_cluster.kubeconfig, [node], tmp_path / "copy")
+    copy = ahead.result()
+    assert copy.is_running() and copy.get_json("node", "ahead-node")["metadata"]["name"] == "ahead-node"
+    ahead.close()
+    assert not copy.is_running()
+    stray = tmp_path / "elsewhere" / "kubeconfig.yaml"
+    stray.parent.mkdir()
+    stray.write_text(gpuop_cluster.kubeconfig.read_text())
+    wrong = CopyAhead(stray, [node], tmp_path / "wrong")
+    with pytest.raises(KwokClusterError, match=r"no kwok\.yaml"):
+        wrong.result()
+    wrong.close()

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,23 @@ def copy_with(kubeconfig: str | Path, objects: Sequence[dict[str, Any]], work: P
     with snapshot.grading_cluster(saved, name=f"gpulab-copy-{secrets.token_hex(4)}") as copy:
         add_objects(copy, objects)
         yield copy
+
+
+class CopyAhead:
+    """A copy (:func:`copy_with`) made in a thread of its own from now, while other work goes on: :meth:`result`
+    waits for it (raising what its making raised), :meth:`close` stops it.
+
+    Example:: ahead = CopyAhead(kubeconfig, objects, work); ...; copy = ahead.result(); ...; ahead.close()
+    """
+
+    def __init__(self, kubeconfig: str | Path, objects: Sequence[dict[str, Any]], work: Path) -> None:
+        self._stack = ExitStack()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="gpulab-copy")
+        self._made = self._pool.submit(self._stack.enter_context, copy_with(kubeconfig, objects, work))
+
+    def result(self) -> KwokCluster:
+        return self._made.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._stack.close()
