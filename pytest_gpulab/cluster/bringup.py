@@ -53,6 +53,10 @@ class Bringup:
             if error.status != CONFLICT:
                 raise
 
+    def get(self, path: str) -> Any:
+        """The object at ``path``, or None when it cannot be read (yet)."""
+        return self._get(path)
+
     def items(self, path: str) -> list[dict[str, Any]] | None:
         """A list's items, or None when it cannot be read (yet)."""
         found = self._get(path)

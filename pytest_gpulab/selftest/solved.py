@@ -18,10 +18,12 @@ from pathlib import Path
 
 from ..cluster import handover, snapshot
 from ..cluster.kwok import KwokCluster, KwokClusterError
-from .clusters import started
+from ..labs.waiting import wait_until
+from .clusters import MachineError, started
 from .variants import copy_root
 
 Steps = tuple[int, ...] | None  # None: every step of the reference
+CATCH_UP_TIMEOUT = 60.0
 
 
 @dataclass
@@ -80,9 +82,24 @@ class SolvedStates:
         copy_root(state.root, root)
         path = state.snapshot
         cluster = started(lambda: KwokCluster(self._name(), seed=lambda made: snapshot.restore_data(made, path)), what)
+        if not wait_until(lambda: _controllers_caught_up(cluster), CATCH_UP_TIMEOUT, interval=0.05):
+            cluster.stop()
+            raise MachineError(
+                f"the restored cluster's controller manager did not start within {CATCH_UP_TIMEOUT:.0f}s"
+            )
         with self._lock:
             self.restored += 1
         return cluster
+
+
+def _controllers_caught_up(cluster: KwokCluster) -> bool:
+    """Whether the controller manager has read the restored state: it has published this cluster's own CA (a new
+    one: the snapshot's is the solving cluster's) to ``default``, which it does once its informers, shared by every
+    controller, are synced. A row's shell acts at once; a DaemonSet changed twice before the controllers look
+    would keep one revision, not two."""
+    found = cluster.api.get("/api/v1/namespaces/default/configmaps/kube-root-ca.crt") or {}
+    published = (found.get("data") or {}).get("ca.crt", "")
+    return bool(published) and published.strip() == (cluster.cluster_dir / "pki" / "ca.crt").read_text().strip()
 
 
 def solved_cluster(
