@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from processes import running_commands
 
-from pytest_gpulab.cluster import reaper
+from pytest_gpulab.cluster import reaper, snapshot
 from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.cohort.bundle import write_bundle
 from pytest_gpulab.labs import discover
@@ -181,3 +181,34 @@ def test_gpulab_ups_cluster_outlives_the_command_with_no_watchdog(tmp_path, monk
         assert "already up" in subprocess.run([*command, "up", "gpuop"], capture_output=True, text=True).stderr
     finally:
         subprocess.run([*command, "down", "gpuop"], capture_output=True, timeout=300)
+
+
+HANDING_OVER = """
+import sys
+from pathlib import Path
+from pytest_gpulab.cluster import handover, toolchain
+real = handover._run
+def run(command, cwd, what):
+    if what == "delete the node leases":  # etcd serves the snapshot: be killed here
+        print("serving", flush=True)
+        sys.stdin.read()
+    return real(command, cwd, what)
+handover._run = run
+handover.without_node_leases(Path(sys.argv[1]), toolchain.bin_dir())
+"""
+
+
+def test_a_grader_killed_while_it_rewrites_a_snapshot_leaves_no_etcd(tmp, tmp_path):
+    """The etcd that drops a snapshot's node leases (cluster/handover.py) ends with its grader, as a cluster does."""
+    saved = tmp_path / "solved.db"
+    with KwokCluster.for_lab("gpuop", name="tests-handover") as cluster:
+        snapshot.save(cluster, saved)
+    process = grader(tmp, sys.executable, "-c", HANDING_OVER, str(saved))
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "serving\n"
+        assert any("etcd" in command for command in naming(f"{tmp}/{reaper.WORKDIR_PREFIX}").values())
+        killed(process, signal.SIGKILL)
+        assert wait_until(lambda: gone(tmp), 30, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
+    finally:
+        process.kill()

@@ -75,9 +75,8 @@ def add_objects(cluster: KwokCluster, objects: Sequence[dict[str, Any]]) -> list
     for written in objects:
         obj = {key: value for key, value in written.items() if key != "status"}
         name = str((obj.get("metadata") or {}).get("name"))
-        collection = kinds.collection(obj)
         try:
-            if collection is None:
+            if (collection := kinds.collection(obj)) is None:
                 left_out.append(f"{obj.get('kind')}/{name}")
                 continue
             cluster.api.transport.request("POST", collection, {}, JSON, obj, 10)

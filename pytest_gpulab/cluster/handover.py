@@ -12,11 +12,13 @@ pytest.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from ..labs.waiting import wait_until
+from . import reaper
 from .kwok import KwokClusterError
 
 NODE_LEASES = "/registry/leases/kube-node-lease/"
@@ -26,12 +28,14 @@ CLIENT, PEER = "client:1", "peer:2"  # etcd names a Unix socket host:port, made 
 
 def without_node_leases(path: Path, bin_dir: Path) -> None:
     """``path``'s snapshot rewritten without the node leases; raises :class:`KwokClusterError` saying which step
-    failed."""
-    with tempfile.TemporaryDirectory(prefix="gpulab-handover-") as work:
-        folder = Path(work)
+    failed. The etcd it starts ends with the call, or with this process when it is killed (a watchdog of
+    :mod:`.reaper` holds the folder, as for a cluster)."""
+    folder = Path(tempfile.mkdtemp(prefix=reaper.WORKDIR_PREFIX))
+    watchdog = reaper.Watchdog(folder, folder, remove_workdir=True)
+    try:
         _run([str(bin_dir / "etcdutl"), "snapshot", "restore", str(path), "--data-dir", "data"], folder, "restore")
         etcd = subprocess.Popen(
-            [str(bin_dir / "etcd"), "--data-dir", "data", "--log-level", "error", "--listen-client-urls",
+            [str(bin_dir / "etcd"), "--data-dir", str(folder / "data"), "--log-level", "error", "--listen-client-urls",
              f"unix://{CLIENT}", "--advertise-client-urls", f"unix://{CLIENT}", "--listen-peer-urls", f"unix://{PEER}"],
             cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -45,6 +49,9 @@ def without_node_leases(path: Path, bin_dir: Path) -> None:
             etcd.kill()
             etcd.wait()
         os.replace(folder / "again.db", path)
+    finally:
+        watchdog.end()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(command: list[str], cwd: Path, what: str) -> None:

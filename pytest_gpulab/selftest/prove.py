@@ -69,11 +69,11 @@ class Selftest:
     def running(self, row: str, root: Path | None = None, steps: Steps = None) -> Iterator[KwokCluster]:
         """A cluster of the row's own, stopped at the end; with ``root``, the reference's ``steps`` solved on it
         and in ``root`` (:mod:`.solved`: restored when another row solved them first)."""
-        what = f"{self.lab.name}-{row}"
         if root is None:
             cluster = self.started(row)
         else:
-            cluster = solved_cluster(self.states, steps, root, partial(self.started, row), self.solve, what)
+            start = partial(self.started, row)
+            cluster = solved_cluster(self.states, steps, root, start, self.solve, f"{self.lab.name}-{row}")
         try:
             yield cluster
         finally:

@@ -4,9 +4,10 @@ A row that changes the cluster (a shell snippet, or only some of the reference's
 its own. Solving the reference on each such cluster costs some 11 CPU-seconds a row; restoring a solved state into a
 fresh cluster costs about 2 (``bench/README.md``). So the first row of a set of steps (the reference itself, for
 all of them) solves on its cluster and keeps that state: its lab root, copied, and its cluster's etcd snapshot,
-saved before anything else is done to it, without its node leases (:mod:`..cluster.handover`). Each later row of that set starts a new cluster of its own on the
-snapshot, every component running as on a solved cluster (the frozen gradings of bundles run none), and gets a
-copy of the root. A state that could not be kept is solved again, row by row. Usable without pytest.
+saved before anything else is done to it, without its node leases (:mod:`..cluster.handover`). Each later row of
+that set starts a new cluster of its own on the snapshot, every component running as on a solved cluster (the
+frozen gradings of bundles run none), once its controller manager has caught up, and gets a copy of the root. A
+state that could not be kept is solved again, row by row. Usable without pytest.
 """
 
 from __future__ import annotations
