@@ -23,7 +23,7 @@ from benchkit import figure, grader, ratio, side_by_side, solved_cluster
 
 from pytest_gpulab.cluster.crowd import add_crowd
 from pytest_gpulab.cluster.kwok import KwokCluster
-from pytest_gpulab.grading.nodes import daemonset_owner, name_of
+from pytest_gpulab.grading.k8s.nodes import daemonset_owner, name_of
 from pytest_gpulab.sandbox.clusterview import DoctoredView
 from pytest_gpulab.sandbox.containerd import FakeContainerd, generate_dump
 

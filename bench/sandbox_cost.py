@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_gpulab.grading.script_runner import ScriptRunner
+from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
 from pytest_gpulab.sandbox import confine as sandbox
 
 SCRIPT = "#!/bin/sh\ncontainerd config dump >/dev/null\necho OK\n"

@@ -13,7 +13,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from pytest_gpulab.grading.script_runner import ScriptRunner
+from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
 from pytest_gpulab.sandbox import confine as sandbox
 
 PLAIN = "#!/bin/sh\ncontainerd config dump >/dev/null\necho OK\n"

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from .grading.checker import Checker
-from .grading.contract import contract_checks
+from .grading.scripts.checker import Checker
+from .grading.scripts.contract import contract_checks
 from .labs.labfile import LAB_FILE, LabFileError, load_lab
 from .reports.steps import check_name_of, explicit_check
 
@@ -72,7 +72,7 @@ class LabFolder(pytest.Directory):
 
 class StepModule(pytest.Module):
     """One step's module; its test functions are the step's checks, and each :class:`Checker` it declares adds
-    its contract's checks (``contract-*``, :mod:`pytest_gpulab.grading.checker`) after them."""
+    its contract's checks (``contract-*``, :mod:`pytest_gpulab.grading.scripts.checker`) after them."""
 
     @property
     def step_number(self) -> int | None:

@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from .collect import own_helpers, step_number_of
-from .grading.checker import Checker
+from .grading.scripts.checker import Checker
 
 
 def checkers_of(folder: Path) -> list[tuple[int, Checker]]:

@@ -21,7 +21,9 @@ import pytest
 from .cluster.kwok import KwokCluster, KwokClusterError
 from .grading.feedback import GradingError, fail
 from .grading.learner import LearnerWork
-from .grading.script_runner import LearnerScripts, ScriptRunner
+from .grading.scripts.checker import Checker
+from .grading.scripts.contract import plan
+from .grading.scripts.script_runner import LearnerScripts, ScriptRunner
 from .labs.discovery import Lab
 from .sandbox import confine as sandbox
 from .sandbox.containerd import FakeContainerd
@@ -35,6 +37,7 @@ settings_key = pytest.StashKey[RunSettings]()
 connection_key = pytest.StashKey["LabClusterConnection"]()  # for the report's count of cluster reads
 
 __all__ = [
+    "contract_runs_ahead",
     "fake_containerd",
     "feedback",
     "gpulab_settings",
@@ -226,6 +229,24 @@ def script_runner(
     )
     yield runner
     runner.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def contract_runs_ahead(request: pytest.FixtureRequest) -> None:
+    """In a step that declares a :class:`Checker`, every run its contract checks will read, started at the step's
+    first check, beside the step's own (:func:`~pytest_gpulab.grading.scripts.contract.plan`). A step whose
+    ``checker_cases`` cannot be made starts none: each check that asks for them says why."""
+    from .collect import StepModule
+
+    checkers = [value for value in vars(request.module).values() if isinstance(value, Checker)]
+    if not checkers or not isinstance(request.node, StepModule):
+        return
+    try:
+        cases = request.getfixturevalue("checker_cases")
+    except (Exception, pytest.skip.Exception, pytest.fail.Exception):  # pytest keeps it: the checks that ask raise it
+        return
+    for checker in checkers:
+        plan(checker, cases)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import pytest
 from . import settings as settings_mod
 from .collect import LabFolder, StepModule, is_lab_folder, lab_name_of
 from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures)
+    contract_runs_ahead,
     fake_containerd,
     feedback,
     gpulab_settings,

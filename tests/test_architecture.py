@@ -132,10 +132,12 @@ def test_the_design_notes_layout_lists_every_folder_and_module():
     """Each folder's line (and the lines under it, indented further) names its modules after a colon."""
     block = (PACKAGE.parent / "docs" / "design.md").read_text().split("## Layout", 1)[1].split("```")[1]
     listed: dict[str, set[str]] = {}
-    folder = ""
+    folder, top = "", ""
     for line in block.splitlines():
-        if line.startswith("  ") and line.split()[0].endswith("/"):
-            folder = line.split()[0].rstrip("/")
+        if line.startswith("    ") and not line.startswith("     ") and line.split()[0].endswith("/"):
+            folder = f"{top}/{line.split()[0].rstrip('/')}"  # a package inside the folder above
+        elif line.startswith("  ") and line.split()[0].endswith("/"):
+            folder = top = line.split()[0].rstrip("/")
         elif line and not line.startswith(" "):
             folder = "" if line.startswith("pytest_gpulab/") else "-"
         names = line.split(":", 1)[1] if ":" in line else line if line.startswith("    ") else ""

@@ -1,6 +1,7 @@
 """A learner's checker is held to its whole contract: on a real lab cluster, each run's writes are its own,
-and an API server that fails (503, or unreachable) is shown to it quickly; the verdict helpers fail an
-all-clear on a failing API, a verdict that contradicts itself and a script that ignores its argument."""
+and an API server that fails (503, or unreachable) is shown to it as a failure, not a wait to its timeout; the
+verdict helpers fail an all-clear on a failing API, a verdict that contradicts itself and a script that ignores
+its argument."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulab.grading import StepFailed, scripts
-from pytest_gpulab.grading.script_runner import ScriptRunner
-from pytest_gpulab.grading.verdicts import expect_fails_closed, expect_uses_its_argument
+from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
+from pytest_gpulab.grading.scripts.verdicts import expect_fails_closed, expect_uses_its_argument
 from pytest_gpulab.sandbox import confine
 from pytest_gpulab.sandbox.runner import ScriptResult
 

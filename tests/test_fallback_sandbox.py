@@ -18,7 +18,7 @@ from grading import json_report, solve
 from hostile_scripts import fingerprint
 
 from pytest_gpulab.cluster.kwok import KwokCluster
-from pytest_gpulab.grading.script_runner import ScriptRunner
+from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
 from pytest_gpulab.sandbox.confine import RUN_UIDS, Sandbox
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader runs scripts as uids of their own")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulab.grading import Case, Cases, Checker, GradingError, StepFailed
-from pytest_gpulab.grading.contract import contract_checks
-from pytest_gpulab.grading.script_runner import ScriptRunner
+from pytest_gpulab.grading.scripts.contract import contract_checks
+from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
 from pytest_gpulab.sandbox import confine
 
 SANDBOX = confine.probe()
@@ -125,7 +125,7 @@ def test_a_failed_contract_check_notes_the_contract_for_the_summary(cases_of, tm
     notes = Notes()
     check = dict(contract_checks(CHECKER))["contract-only-reads"]
     with pytest.raises(StepFailed):
-        check(checker_cases=cases_of(MARKS), tmp_path=tmp_path, feedback=notes)
+        check(checker_cases=cases_of(MARKS), feedback=notes)
     assert notes.notes == [f"bin/check.sh is held to this contract: {CHECKER.contract()}"]
 
 

@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from pytest_gpulab.grading.containerd_toml import (
+from pytest_gpulab.grading.containerd.containerd_toml import (
     expect_plugins_match_version,
     imports_of,
     parse_key_path,
     top_level,
 )
 from pytest_gpulab.grading.feedback import StepFailed
-from pytest_gpulab.grading.kube import effective_request
+from pytest_gpulab.grading.k8s.kube import effective_request
 from pytest_gpulab.grading.learner import LearnerWork
 from pytest_gpulab.grading.parsing import load_toml, load_yaml_documents, read_text, yaml_in
 from pytest_gpulab.grading.values import (

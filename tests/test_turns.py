@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulab.grading.feedback import MachineBusy
-from pytest_gpulab.grading.turns import Turns
+from pytest_gpulab.grading.scripts.turns import Turns
 from pytest_gpulab.sandbox.cgroups import CpuTime
 from pytest_gpulab.sandbox.script_result import ScriptResult
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from hostile_scripts import ETCD_ATTACK
 
 from pytest_gpulab.cluster.kwok import KwokCluster
-from pytest_gpulab.grading.script_runner import ScriptRunner
+from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
 from pytest_gpulab.sandbox import confine as sandbox
 
 CASES = {

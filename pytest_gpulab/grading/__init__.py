@@ -21,7 +21,6 @@ Nothing heavy is imported here: the Kubernetes client waits for the first check 
 from __future__ import annotations
 
 from . import answers, containerd, k8s, scripts
-from .checker import Case, Cases, Checker
 from .feedback import (
     GradingError,
     StepFailed,
@@ -35,6 +34,7 @@ from .feedback import (
     shown,
 )
 from .parsing import dig
+from .scripts.checker import Case, Cases, Checker
 
 __all__ = [  # noqa: RUF022 - the core by what each name is for, as docs/authors.md lists it, then the kits
     # Verdicts

@@ -277,6 +277,7 @@ class ScriptRun:
             stderr_truncated=err.total > len(err.kept),
             signal=sig,
             cpu=self.cpu,
+            pid=self.proc.pid,
         )
 
 

@@ -58,6 +58,7 @@ class ScriptResult:
     start_error: str | None = None  # the script could not be started at all
     writes: tuple[tuple[str, str], ...] = ()  # the changes it asked of the cluster's view, all refused
     cpu: CpuTime | None = None  # what its processes had of the CPU, where the kernel kept it (cgroups.py)
+    pid: int | None = None  # its first process's (a profiler finds the processes the run started by it)
 
     @property
     def starved(self) -> bool:

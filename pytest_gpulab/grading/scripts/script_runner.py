@@ -13,6 +13,7 @@ import functools
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -20,41 +21,30 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cluster import toolchain
-from ..cluster.environ import environ_now
-from ..sandbox.bwrap import blanks_for, view_kubeconfig, write_etc
-from ..sandbox.confine import Exposure, Layout, Sandbox, snapshot, tool_paths
-from ..sandbox.containerd import FakeContainerd, shim_path
-from ..sandbox.runner import SandboxPlan, ScriptResult, run_script
-from ..sandbox.script_result import said as said  # its old home, kept for labs that import it from here
-from ..sandbox.stage import Stage, StagedRun
-from .feedback import fail
+from ...cluster import toolchain
+from ...cluster.environ import environ_now
+from ...sandbox.bwrap import blanks_for, view_kubeconfig, write_etc
+from ...sandbox.confine import Exposure, Layout, Sandbox, snapshot, tool_paths
+from ...sandbox.containerd import FakeContainerd, shim_path
+from ...sandbox.runner import SandboxPlan, ScriptResult, run_script
+from ...sandbox.script_result import said as said  # its old home, kept for labs that import it from here
+from ...sandbox.stage import Stage, StagedRun
+from ..feedback import fail
+from ..learner import LearnerFile
 from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
-from .learner import LearnerFile
+from .runs import LearnerRun as LearnerRun  # its first home
 from .runs import Run as Run  # its first home, where labs import it from
-from .runs import ScriptRuns
+from .runs import ScriptRuns, label_of
 from .turns import Turns
 
 if TYPE_CHECKING:
-    from ..sandbox.clusterview import DoctoredView, Door
+    from ...sandbox.clusterview import DoctoredView, Door
 
 
 def path_without(command: str, path: str) -> str:
     """``path`` without the directories that hold an executable ``command``."""
     kept = [d for d in path.split(os.pathsep) if d and not os.access(os.path.join(d, command), os.X_OK)]
     return os.pathsep.join(kept)
-
-
-@dataclass(frozen=True)
-class LearnerRun:
-    """One run of a learner script, and what the fake containerd saw during it."""
-
-    result: ScriptResult
-    containerd: FakeContainerd
-    user: int | None = None  # the uid it ran as, where the grader chose one (a root grader's sandbox)
-
-    def asked_for_config_dump(self) -> bool:
-        return self.containerd.asked_for_config_dump()
 
 
 class ScriptRunner:
@@ -84,6 +74,7 @@ class ScriptRunner:
         self._state_users: dict[
             Path, int | None
         ] = {}  # where a script run as a uid of its own without a sandbox finds its files
+        self.log: list[LearnerRun] = []  # every run made, in the order each ended (a profile reads it)
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -107,7 +98,7 @@ class ScriptRunner:
         ("unavailable": 503 to everything; "unreachable": every connection closed unanswered)."""
         with self._shared:
             if fault not in self._views:
-                from ..sandbox.clusterview import DoctoredView  # the kubernetes client is slow to import
+                from ...sandbox.clusterview import DoctoredView  # the kubernetes client is slow to import
 
                 upstream = self._kubeconfig() or os.path.expanduser("~/.kube/config")
                 work = self.work / f"cluster-view-{fault or 'read-only'}"
@@ -218,7 +209,14 @@ class ScriptRunner:
             self._once, Path(os.path.abspath(path)), tuple(map(str, args)), dump, dump_text, cluster, containerd,
             fake, scratch, view, api, keeps,
         )  # fmt: skip
-        return self._turns.take(path, once)
+        started = time.monotonic()
+        run = self._turns.take(path, once)
+        shown = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "no-containerd": not containerd}
+        label = label_of(tuple(map(str, args)), {**shown, "view": view, "api": api, "keeps": keeps})
+        run = replace(run, started=started, ended=time.monotonic(), label=label)
+        with self._shared:
+            self.log.append(run)
+        return run
 
     def _once(
         self, path: Path, args: tuple[str, ...], dump: str | None, dump_text: str | None, cluster: bool,
@@ -244,7 +242,7 @@ class ScriptRunner:
         if not cluster:
             return nullcontext()
         if api == "unreachable":
-            from ..sandbox.clusterview import closed_door
+            from ...sandbox.clusterview import closed_door
 
             return closed_door(run_dir / "api")
         if api is not None or self.sandbox is not None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from .feedback import fail
-from .parsing import dig
+from ..feedback import fail
+from ..parsing import dig
 
 CRI_V2 = "io.containerd.grpc.v1.cri"
 """The CRI plugin of a version 2 configuration (containerd 1.x), which holds the runtimes.

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from ..sandbox.script_result import ScriptResult
-from .feedback import MachineBusy
+from ...sandbox.script_result import ScriptResult
+from ..feedback import MachineBusy
 
 
 class _Ran(Protocol):

@@ -15,6 +15,7 @@ Values as Kubernetes and people write them: :func:`quantity_bytes`, :func:`parse
 
 from __future__ import annotations
 
+from ..values import parse_quantity_number, parse_yes_no, quantity_bytes, split_list
 from .answering import (
     Answer,
     containing,
@@ -28,7 +29,6 @@ from .answering import (
     word,
     yes_no,
 )
-from .values import parse_quantity_number, parse_yes_no, quantity_bytes, split_list
 
 __all__ = [
     "Answer",

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..sandbox.script_result import ScriptResult, said
-from .answering import missing_and_extra
-from .feedback import expect, listed
-from .learner import LearnerFile
+from ...sandbox.script_result import ScriptResult, said
+from ..answers.answering import missing_and_extra
+from ..feedback import expect, listed
+from ..learner import LearnerFile
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What a learner-script run is given beyond its own fresh places: a state kept across runs, files in its
 working directory, writable copies of its inputs. The checker contract's second run and relative-path run
-use them (:mod:`pytest_gpulab.grading.checker`). Usable without pytest.
+use them (:mod:`pytest_gpulab.grading.scripts.checker`). Usable without pytest.
 """
 
 from __future__ import annotations

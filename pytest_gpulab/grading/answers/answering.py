@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .feedback import Words, expect, listed, same, should_be
-from .learner import LearnerFile
-from .values import parse_yes_no, split_list
+from ..feedback import Words, expect, listed, same, should_be
+from ..learner import LearnerFile
+from ..values import parse_yes_no, split_list
 
 Hint = Callable[[Any], str | None]
 

@@ -1,4 +1,4 @@
-"""The checks a :class:`~pytest_gpulab.grading.checker.Checker`'s contract is made of, as plain functions the
+"""The checks a :class:`~pytest_gpulab.grading.scripts.checker.Checker`'s contract is made of, as plain functions the
 plugin collects into its step (``contract-*``): each takes the step's ``checker_cases`` and says, in the lab's
 words, which part of the contract a script broke. Usable without pytest: :func:`contract_checks`.
 """
@@ -8,15 +8,16 @@ from __future__ import annotations
 import hashlib
 import inspect
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..sandbox.script_result import ScriptResult, said
+from ...sandbox.script_result import ScriptResult, said
+from ..feedback import GradingError, StepFailed, expect, listed
 from .checker import CONTRACT, Case, Cases, Check, Checker, expect_answer
-from .feedback import GradingError, StepFailed, expect, listed
 from .keeps import Keeps
+from .runs import LearnerRun, Run
 from .verdicts import (
     FAILING_API,
     expect_fails_closed,
@@ -33,18 +34,23 @@ def _verdict(checker: Checker, cases: Cases, case: Case, given: str, **changes: 
     expect_answer(checker, run.result, given, case)
 
 
+def _fault_run(checker: Checker, case: Case, fault: str) -> tuple[tuple[str, ...], dict[str, Any], str]:
+    """The arguments, options and opening words of ``case``'s run with ``fault``: an API server that fails so,
+    or no containerd on PATH."""
+    if fault == "without-containerd":
+        args = tuple(a for n, a in enumerate(case.args) if n not in checker.file_args)
+        options = case.run_options(checker, containerd=False)
+        options.pop("dump", None), options.pop("dump_text", None)
+        return args, options, "With no containerd on PATH (no containerd command answers)"
+    options = case.run_options(checker, api=fault)
+    options.pop("view", None)
+    return case.args, options, ""
+
+
 def fails_closed(checker: Checker, fault: str) -> Check:
     def check(checker_cases: Cases) -> None:
         __tracebackhide__ = True
-        case = checker_cases.findings
-        if fault == "without-containerd":
-            args = tuple(a for n, a in enumerate(case.args) if n not in checker.file_args)
-            options = case.run_options(checker, containerd=False)
-            options.pop("dump", None), options.pop("dump_text", None)
-            given = "With no containerd on PATH (no containerd command answers)"
-        else:
-            args, options, given = case.args, case.run_options(checker, api=fault), ""
-            options.pop("view", None)
+        args, options, given = _fault_run(checker, checker_cases.findings, fault)
         result = checker_cases.runs.run(*args, **options).result
         expect_fails_closed(result, checker.script, fault, prefix=checker.finding or checker.ok, given=given)
 
@@ -64,21 +70,39 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _writable_copies(checker: Checker, case: Case, folder: Path) -> tuple[tuple[str, ...], dict[int, str | None]]:
+    """``case``'s arguments with each file it names copied, writable, into a folder of its own (so a write shows:
+    sed -i writes beside it), and each copy's digest before the run."""
+    args, digests = list(case.args), dict[int, str | None]()
+    for position in (n for n in checker.file_args if n < len(args)):
+        own = folder / str(position)
+        own.mkdir()
+        copy = own / Path(args[position]).name
+        shutil.copyfile(args[position], copy)
+        copy.chmod(0o666)  # whichever uid the run is given may write it, and its folder, so that a write shows
+        own.chmod(0o777)
+        digests[position], args[position] = _digest_or_none(copy), str(copy)
+    return tuple(args), digests
+
+
+def _only_reads_run(checker: Checker, cases: Cases, index: int) -> tuple[Run, tuple[str, ...], dict[int, str | None]]:
+    """The run ``only-reads`` reads for the findings case (0) or the other (1): the case's own run, or for a
+    checker given files, a run on writable copies of them, with their digests before it."""
+    case = (cases.findings, cases.other)[index]
+    if not any(n < len(case.args) for n in checker.file_args):
+        return Run(*case.args, **case.run_options(checker)), case.args, {}
+    args, digests = cases.runs.made(
+        ("only-reads", index), lambda: _writable_copies(checker, case, cases.runs.folder("only-reads"))
+    )
+    return Run(*args, **case.run_options(checker, keeps=Keeps(writable_inputs=True))), args, digests
+
+
 def only_reads(checker: Checker) -> Check:
-    def check(checker_cases: Cases, tmp_path: Path) -> None:
+    def check(checker_cases: Cases) -> None:
         __tracebackhide__ = True
-        for case in (checker_cases.findings, checker_cases.other):
-            args, digests = list(case.args), dict[int, str | None]()
-            for position in (n for n in checker.file_args if n < len(args)):  # a writable copy, so a write shows
-                folder = tmp_path / f"{case is checker_cases.other:d}-{position}"  # its own: sed -i writes beside it
-                folder.mkdir()
-                copy = folder / Path(args[position]).name
-                shutil.copyfile(args[position], copy)
-                copy.chmod(0o666)  # whichever uid the run is given may write it, and its folder, so that a write shows
-                folder.chmod(0o777)
-                digests[position], args[position] = _digest_or_none(copy), str(copy)
-            options = case.run_options(checker, keeps=Keeps(writable_inputs=True)) if digests else {}
-            run = checker_cases.runs.run(*args, **(options or case.run_options(checker)))
+        for index, case in enumerate((checker_cases.findings, checker_cases.other)):
+            planned, args, digests = _only_reads_run(checker, checker_cases, index)
+            run = checker_cases.runs.run(*planned.args, **planned.options)
             changed = [case.args[n] for n, digest in digests.items() if _digest_or_none(Path(args[n])) != digest]
             expect(
                 not changed,
@@ -148,36 +172,65 @@ def _place(checker: Checker, case: Case, placed: Case) -> None:
             shutil.copyfile(case.args[position], placed.args[position])
 
 
+def _second_runs(checker: Checker, cases: Cases) -> Callable[[], LearnerRun]:
+    """The second run's pair, one after the other: ``then``'s command line run twice with one kept $TMPDIR, /tmp
+    and $HOME, in ``first``'s state and then in ``then``'s; returns the second."""
+    first, then = cases.changed or cases.other, cases.findings
+    runner, script = cases.runs.runner, cases.runs.script
+
+    def pair() -> LearnerRun:
+        folder = cases.runs.folder("second-run")
+        kept = Keeps(state=folder / "kept")
+        once, twice = _same_arguments(checker, first, then, folder / "input")
+        _place(checker, first, once)
+        runner.run(script, *once.args, **first.run_options(checker, keeps=kept))
+        _place(checker, then, twice)
+        return runner.run(script, *twice.args, **then.run_options(checker, keeps=kept))
+
+    return pair
+
+
 def second_run(checker: Checker) -> Check:
-    def check(checker_cases: Cases, tmp_path: Path) -> None:
+    def check(checker_cases: Cases) -> None:
         """The same command line twice, with the same $TMPDIR, /tmp and $HOME, the state changed between: the second
         answer is the one a first run in that state gives; where that one is right, it must be."""
         __tracebackhide__ = True
         first, then = checker_cases.changed or checker_cases.other, checker_cases.findings
-        runner, script, kept = checker_cases.runs.runner, checker_cases.runs.script, Keeps(state=tmp_path / "kept")
-        once, twice = _same_arguments(checker, first, then, tmp_path / "input")
-        _place(checker, first, once)
-        runner.run(script, *once.args, **first.run_options(checker, keeps=kept))
-        _place(checker, then, twice)
-        second = runner.run(script, *twice.args, **then.run_options(checker, keeps=kept)).result
+        second = checker_cases.runs.task(("second-run",), _second_runs(checker, checker_cases))
+        assert second is not None
         given = (
             f"{then.given}, on its second run (its first, with the same arguments, $TMPDIR, /tmp and $HOME: "
             f"{first.given[0].lower()}{first.given[1:]})"
         )
         fresh = checker_cases.runs.run(*then.args, **then.run_options(checker)).result
         if _right(checker, fresh, then):
-            expect_answer(checker, second, given, then, hint=STALE_HINT)
+            expect_answer(checker, second.result, given, then, hint=STALE_HINT)
             return
-        alike = (fresh.stdout.strip(), fresh.exit_code) == (second.stdout.strip(), second.exit_code)
+        alike = (fresh.stdout.strip(), fresh.exit_code) == (second.result.stdout.strip(), second.result.exit_code)
         expect(
             alike,
-            f"{given}, {checker.script} {second.describe()}{said(second)}, not what it answers on a first run in "
-            "that state: it carries something over from the run before.",
+            f"{given}, {checker.script} {second.result.describe()}{said(second.result)}, not what it answers on a "
+            "first run in that state: it carries something over from the run before.",
             hint=STALE_HINT,
-            detail={"first_run_stdout": fresh.stdout, "second_run_stdout": second.stdout},
+            detail={"first_run_stdout": fresh.stdout, "second_run_stdout": second.result.stdout},
         )
 
     return check
+
+
+def _relative_run(checker: Checker, case: Case) -> tuple[tuple[str, ...], Keeps, str]:
+    """``case``'s arguments with each file named relative to the working folder, which holds it."""
+    args, inputs = list(case.args), []
+    for position in (n for n in checker.file_args if n < len(args)):
+        name = f"given/{Path(args[position]).name}"
+        inputs.append((name, Path(args[position])))
+        args[position] = name
+    named = listed(name for name, _ in inputs)
+    return (
+        tuple(args),
+        Keeps(inputs=tuple(inputs)),
+        f"{case.given}, named by the relative path {named} from its working folder",
+    )
 
 
 def relative_path(checker: Checker) -> Check:
@@ -186,14 +239,8 @@ def relative_path(checker: Checker) -> Check:
         may still stumble on one state's answer, not on both."""
         __tracebackhide__ = True
         for case in (checker_cases.other, checker_cases.findings):
-            args, inputs = list(case.args), []
-            for position in (n for n in checker.file_args if n < len(args)):
-                name = f"given/{Path(args[position]).name}"
-                inputs.append((name, Path(args[position])))
-                args[position] = name
-            named = listed(name for name, _ in inputs)
-            given = f"{case.given}, named by the relative path {named} from its working folder"
-            _verdict(checker, checker_cases, case, given, args=tuple(args), keeps=Keeps(inputs=tuple(inputs)))
+            args, keeps, given = _relative_run(checker, case)
+            _verdict(checker, checker_cases, case, given, args=args, keeps=keeps)
 
     return check
 
@@ -219,23 +266,50 @@ def waived(reason: str) -> Check:
     return check
 
 
+def plan(checker: Checker, cases: Cases) -> None:
+    """Start every run ``checker``'s contract checks will read, at once, in the runner's pool: those on an API
+    server that fails first (they wait more than they work), then the cases' own, the second run's pair, the
+    relative paths and the near misses. Each check then reads its own; a waived check's runs are not made."""
+    runs, names = cases.runs, {name for name, _ in _made(checker)} - set(checker.waive)
+    planned: list[Run] = []
+    for fault in [*sorted(FAILING_API), "without-containerd"]:
+        if f"fails-closed-{fault}" in names:
+            args, options, _ = _fault_run(checker, cases.findings, fault)
+            planned.append(Run(*args, **options))
+    planned += [Run(*case.args, **case.run_options(checker)) for case in (cases.findings, cases.other)]
+    if "only-reads" in names:
+        planned += [_only_reads_run(checker, cases, index)[0] for index in (0, 1)]
+    if "relative-path" in names:
+        for case in (cases.other, cases.findings):
+            args, keeps, _ = _relative_run(checker, case)
+            planned.append(Run(*args, **case.run_options(checker, keeps=keeps)))
+    if "near-misses" in names and cases.near_misses is not None:
+        planned.append(Run(*cases.near_misses.args, **cases.near_misses.run_options(checker)))
+    runs.ahead(*planned)
+    if "second-run" in names:
+        runs.task(("second-run",), _second_runs(checker, cases), ahead=True)
+
+
+def _made(checker: Checker) -> Iterator[tuple[str, Check]]:
+    """The contract's checks ``checker`` is held to, by name, none waived."""
+    if checker.reads_cluster:
+        yield from ((f"fails-closed-{fault}", fails_closed(checker, fault)) for fault in sorted(FAILING_API))
+    if checker.reads_containerd:
+        yield "fails-closed-without-containerd", fails_closed(checker, "without-containerd")
+    if checker.reads_cluster or checker.file_args:
+        yield "only-reads", only_reads(checker)
+    if checker.args:
+        yield "uses-its-argument", uses_its_argument(checker)
+    yield "second-run", second_run(checker)
+    if checker.file_args:
+        yield "relative-path", relative_path(checker)
+    if checker.reads_cluster or checker.file_args:
+        yield "near-misses", near_misses(checker)
+
+
 def contract_checks(checker: Checker) -> Iterator[tuple[str, Check]]:
     """Each check of ``checker``'s contract, named as the report shows it (``contract-second-run``)."""
-    made: dict[str, Check] = {}
-    if checker.reads_cluster:
-        made |= {f"fails-closed-{fault}": fails_closed(checker, fault) for fault in sorted(FAILING_API)}
-    if checker.reads_containerd:
-        made["fails-closed-without-containerd"] = fails_closed(checker, "without-containerd")
-    if checker.reads_cluster or checker.file_args:
-        made["only-reads"] = only_reads(checker)
-    if checker.args:
-        made["uses-its-argument"] = uses_its_argument(checker)
-    made["second-run"] = second_run(checker)
-    if checker.file_args:
-        made["relative-path"] = relative_path(checker)
-    if checker.reads_cluster or checker.file_args:
-        made["near-misses"] = near_misses(checker)
-    for name, check in made.items():
+    for name, check in _made(checker):
         yield CONTRACT + name, waived(checker.waive[name]) if name in checker.waive else _noting(checker, check)
 
 

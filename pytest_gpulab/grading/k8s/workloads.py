@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .feedback import GradingError, fail
-from .live import LiveCluster, owned_by
-from .parsing import dig
+from ..feedback import GradingError, fail
+from ..live import LiveCluster, owned_by
+from ..parsing import dig
 
 Obj = Mapping[str, Any]
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ..sandbox.script_result import said
+from ...sandbox.script_result import said
 from .runs import Run
 from .verdicts import FAILING_API, expect_saved_verdict, expect_verdict, findings_in, says_ok
 
 if TYPE_CHECKING:
-    from ..sandbox.clusterview import DoctoredView
+    from ...sandbox.clusterview import DoctoredView
 
 __all__ = [
     "FAILING_API",
@@ -41,6 +41,6 @@ def __getattr__(name: str) -> Any:
     """:class:`DoctoredView` on first use: the Kubernetes client it needs takes ~0.2 s to import."""
     if name != "DoctoredView":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = import_module("..sandbox.clusterview", __package__).DoctoredView
+    value = import_module("...sandbox.clusterview", __package__).DoctoredView
     globals()[name] = value
     return value

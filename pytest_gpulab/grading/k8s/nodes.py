@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from ..labs.labfile import HOSTNAME_LABEL
-from .feedback import fail
+from ...labs.labfile import HOSTNAME_LABEL
+from ..feedback import fail
+from ..live import LiveCluster
+from ..parsing import dig
 from .kube import condition
-from .live import LiveCluster
-from .parsing import dig
 
 Obj = Mapping[str, Any]
 SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"

@@ -16,7 +16,7 @@ Drop-ins: :func:`imports_of`. Dumps for a checker's cases: :func:`generate_dump`
 
 from __future__ import annotations
 
-from ..sandbox.containerd_dumps import generate_dump
+from ...sandbox.containerd_dumps import generate_dump
 from .containerd_toml import (
     CRI_V2,
     CRI_V3_RUNTIME,

@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .feedback import Words, blocked_unless, expect, expect_value, fail, listed, should_be, shown
-from .live import LiveCluster
-from .parsing import dig
-from .values import quantity_bytes
+from ..feedback import Words, blocked_unless, expect, expect_value, fail, listed, should_be, shown
+from ..live import LiveCluster
+from ..parsing import dig
+from ..values import quantity_bytes
 
 Obj = Mapping[str, Any]
 

@@ -21,7 +21,8 @@ The learner's manifests: :func:`written_and_applied`, :func:`not_applied`, :func
 
 from __future__ import annotations
 
-from ..labs.labfile import HOSTNAME_LABEL
+from ...labs.labfile import HOSTNAME_LABEL
+from ..parsing import yaml_in
 from .kube import (
     Rollout,
     advertised,
@@ -54,7 +55,6 @@ from .nodes import (
     tolerates,
     tolerations,
 )
-from .parsing import yaml_in
 from .workloads import pods_of, revisions_of
 
 __all__ = [

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from .feedback import StepFailed, fail, listed
-from .learner import LearnerFile
-from .live import LiveCluster, split_name
+from ..feedback import StepFailed, fail, listed
+from ..learner import LearnerFile
+from ..live import LiveCluster, split_name
 
 Check = Callable[[dict[str, Any]], None]
 

@@ -22,7 +22,7 @@ one whose answer differs (:class:`Cases`). The plugin then adds to the step, as 
 
 An author leaves one out only by naming it with a reason (``waive={"second-run": "why"}``), which the
 report shows. :meth:`Checker.contract` is the one-line contract ``gpulab labs LAB`` shows. Usable
-without pytest: :func:`pytest_gpulab.grading.contract.contract_checks` returns the checks as plain functions.
+without pytest: :func:`pytest_gpulab.grading.scripts.contract.contract_checks` returns the checks as plain functions.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sandbox.script_result import ScriptResult, said
-from .feedback import expect, listed
+from ...sandbox.script_result import ScriptResult, said
+from ..feedback import expect, listed
 from .runs import ScriptRuns
 from .verdicts import expect_verdict
 
