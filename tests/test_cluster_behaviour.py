@@ -16,7 +16,7 @@ def pod_scheduled(cluster: KwokCluster, namespace: str, name: str) -> dict | Non
     return next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), None)
 
 
-def wait_for_condition(cluster, namespace, name, status, timeout=30):
+def wait_for_condition(cluster, namespace, name, status, timeout=60):
     condition = wait_until(
         lambda: (c := pod_scheduled(cluster, namespace, name)) and c["status"] == status and c, timeout
     )
@@ -238,7 +238,7 @@ def test_kwok_manages_only_nodes_annotated_fake():
     """gpurt's text: kwok manages only nodes with kwok.x-k8s.io/node: fake. One without stays NotReady."""
     with KwokCluster.for_lab("gpurt", name="tests-annotated") as cluster:
         apply(cluster, tight_node("gpu-tight-a", "{kwok.x-k8s.io/node: fake}") + "---" + tight_node("bare", "{}"))
-        assert wait_until(lambda: node_ready(cluster, "gpu-tight-a"), 30), cluster.get_json("node", "gpu-tight-a")
+        assert wait_until(lambda: node_ready(cluster, "gpu-tight-a"), 60), cluster.get_json("node", "gpu-tight-a")
         assert {"gpu-tight-a", "lab-node-0"} <= lease_names(cluster)  # kwok's heartbeat of the nodes it manages
         # kwok took the annotated node at once; the bare one it never takes: no heartbeat, no Ready.
         assert not wait_until(lambda: node_ready(cluster, "bare"), 5), cluster.get_json("node", "bare")["status"]

@@ -2,7 +2,8 @@
 
 import json
 import shlex
-import time
+
+import pytest
 
 from pytest_gpulab.cluster.kwok import KwokCluster
 
@@ -16,7 +17,6 @@ pytestmark = pytest.mark.step({n}, "Live")
 def test_reads_a_node(live):
     {stop}live.get("Node", "lab-node-0")
 """
-RUN_BOUND_SECONDS = 60  # a dead server refuses at once; a silent one costs each read its 10 s timeout
 
 
 def test_a_cluster_stopped_mid_run_is_an_error_of_the_later_cluster_steps_only(pytester, tmp_path):
@@ -35,17 +35,19 @@ def test_a_cluster_stopped_mid_run_is_an_error_of_the_later_cluster_steps_only(p
         (folder / "step4_live.py").write_text(LIVE_STEP.format(n=4, stop=""))
         (folder / "step5_files.py").write_text(FILE_STEP.format(n=5))
         report = tmp_path / "grading.json"
-        started = time.monotonic()
-        pytester.runpytest_subprocess(
+        graded = pytester.runpytest_subprocess(
             f"--lab-dir={folder}", f"--kubeconfig={cluster.kubeconfig}", f"--gpulab-report={report}"
         )
-        took = time.monotonic() - started
+    assert graded.ret == pytest.ExitCode.TESTS_FAILED, graded.outlines[-20:]  # it ended as a grading with errors
     data = json.loads(report.read_text())
     assert [s["outcome"] for s in data["steps"]] == ["passed", "passed", "error", "error", "passed"]
     assert data["complete"] is True
     assert data["retry"] is True
-    assert took < RUN_BOUND_SECONDS
     for step in data["steps"][2:4]:
         assert f"(kubeconfig {cluster.kubeconfig})" in step["message"]
         assert "did not answer" in step["message"]
         assert "Check that it is still running" in step["message"]
+        # why: the stopped server reset or refused the connection, as a dead one does; no read waited out its
+        # timeout (as on a silent server), and no step its time limit
+        assert "timed out" not in step["message"], step["message"]
+        assert "took longer than" not in step["message"], step["message"]

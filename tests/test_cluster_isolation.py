@@ -120,7 +120,7 @@ def test_four_clusters_started_at_once_from_four_processes_hold_only_their_own_o
             assert {port for _, port in listening_of(cluster.cluster_dir)} == configured[lab]
     finally:
         _stop_all(children, workdirs)
-    assert wait_until(lambda: not processes_mentioning(str(tmp_path)), 10), processes_mentioning(str(tmp_path))
+    assert wait_until(lambda: not processes_mentioning(str(tmp_path)), 60), processes_mentioning(str(tmp_path))
 
 
 def _put_as(user: list[str], port: int) -> str:
@@ -251,7 +251,7 @@ def test_gpulab_up_keeps_its_ports_after_it_ends_and_while_stopped_until_down(tm
         stop = [str(cluster.bin_dir / "kwokctl"), "stop", "cluster", "--name", cluster.name]
         subprocess.run(stop, env=cluster.environment(), capture_output=True, check=True, timeout=120)
         size = len(ports.PORT_OPTIONS)
-        assert wait_until(lambda: all(port_is_free(port) for port in range(start, start + size)), 10)
+        assert wait_until(lambda: all(port_is_free(port) for port in range(start, start + size)), 60)
         with pytest.raises(OSError, match="no block"):
             ports.reserve(tmp_path / "other", [start])
     finally:

@@ -21,9 +21,9 @@ import pytest
 from hostile_scripts import ETCD_ATTACK, PWNED, SCAN_REPORT, etcd_keys, fingerprint, objects_of
 
 from pytest_gpulab.grading.feedback import MachineBusy
-from pytest_gpulab.grading.script_runner import ScriptRunner
+from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
 from pytest_gpulab.sandbox import confine as sandbox
-from pytest_gpulab.sandbox.script_result import DEFAULT_LIMITS, ScriptResult
+from pytest_gpulab.sandbox.script_result import ScriptResult
 
 SANDBOX = sandbox.probe()
 pytestmark = pytest.mark.skipif(not SANDBOX.namespaces, reason=f"no sandbox here: {SANDBOX.describe()}")
@@ -166,12 +166,11 @@ def test_kubectl_in_a_run_that_reads_the_cluster_collects_garbage_only_past_its_
     assert sandbox.ResourceLimits().address_space_bytes >= 4 * 512 * 1024**2
 
 
-def unstarved_run(runner: ScriptRunner, script: Path, attempts: int = 3) -> tuple[ScriptResult, float]:
-    """A run the machine did not starve, and its wall time: a starved one is run again, as a grading does."""
+def unstarved_run(runner: ScriptRunner, script: Path, attempts: int = 3) -> ScriptResult:
+    """A run the machine did not starve: a starved one is run again, as a grading does."""
     for attempt in range(1, attempts + 1):
-        started = time.monotonic()
         try:
-            return runner.run(script).result, time.monotonic() - started
+            return runner.run(script).result
         except MachineBusy:
             if attempt == attempts:
                 raise
@@ -192,10 +191,10 @@ def test_filling_the_scratch_directory_ends_the_run_and_leaves_the_disk_alone(ru
     count.chmod(0o755)
     before = fingerprint(lab)
     runner.timeout = 8.0
-    result, wall = unstarved_run(runner, script)
+    result = unstarved_run(runner, script)
+    # It ended, and why: stopped at its time limit (not by the disk, nor left running), and the learner is told so.
     assert result.timed_out, result.describe()
-    assert result.duration < 8.0 + DEFAULT_LIMITS.kill_wait + DEFAULT_LIMITS.drain_wait + 2, result.duration
-    assert wall < 8.0 + 40  # staging and removing the run's copies, on a loaded machine
+    assert result.describe() == "was stopped after 8 s (timeout)", result.describe()
     written = int(result.stdout.split("BYTES=")[1].split()[0])
     assert written <= 64 * 1024 * 1024 + 1024 * 1024, result.stdout
     assert "No space left on device" in result.stderr, result.stderr[-500:]

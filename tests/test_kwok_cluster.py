@@ -25,7 +25,7 @@ def test_cluster_stops_its_processes_and_deletes_its_state(tmp_path):
         assert cluster.kubeconfig.exists()
         assert processes_mentioning(str(workdir))
     assert not (workdir / "clusters" / "tests-cleanup").exists()
-    assert wait_until(lambda: not processes_mentioning(str(workdir)), 10), processes_mentioning(str(workdir))
+    assert wait_until(lambda: not processes_mentioning(str(workdir)), 60), processes_mentioning(str(workdir))
 
 
 def test_port_clash_names_the_port_and_what_to_run(tmp_path):
@@ -50,7 +50,7 @@ def test_start_that_times_out_says_so_and_leaves_nothing_running(tmp_path):
     cluster = NodesNeverRegister("tests-timeout", KwokCluster.for_lab("gpuop").nodes, workdir=workdir, ready_timeout=2)
     with pytest.raises(KwokClusterError, match=r"did not (answer /readyz|become ready) within 2s"):
         cluster.start()
-    assert wait_until(lambda: not processes_mentioning(str(workdir)), 10), processes_mentioning(str(workdir))
+    assert wait_until(lambda: not processes_mentioning(str(workdir)), 60), processes_mentioning(str(workdir))
 
 
 def test_stopping_without_kwokctl_says_what_to_run(tmp_path):

@@ -95,7 +95,7 @@ def test_a_grader_killed_leaves_no_cluster(tmp, signum):
         assert process.stdout.readline() == "up\n"
         assert len(components_of(tmp)) == 5, naming(str(tmp))
         killed(process, signum)
-        assert wait_until(lambda: gone(tmp), 30, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
+        assert wait_until(lambda: gone(tmp), 60, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
     finally:
         process.kill()
 
@@ -105,7 +105,7 @@ def test_a_grader_killed_while_kwokctl_creates_its_cluster_leaves_none(tmp):
     try:
         assert wait_until(lambda: creating(tmp), 60, interval=0.01)
         killed(process, signal.SIGKILL)
-        assert wait_until(lambda: gone(tmp), 30, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
+        assert wait_until(lambda: gone(tmp), 60, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
     finally:
         process.kill()
 
@@ -121,7 +121,7 @@ def test_a_leftover_whose_watchdog_was_killed_too_is_reaped_by_the_next_sweep(tm
         killed(process, signal.SIGKILL)
         assert len(components_of(tmp)) == 5  # nothing stops them now
         assert reaper.sweep(tmp) == [workdir]  # what KwokCluster.start does first, here on the graders' TMPDIR
-        assert wait_until(lambda: gone(tmp), 30, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
+        assert wait_until(lambda: gone(tmp), 60, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
     finally:
         process.kill()
 
@@ -141,7 +141,7 @@ def test_a_live_graders_cluster_is_no_leftover(tmp_path):
         assert cluster.is_running()
     assert not (workdir / reaper.RECORD).exists()
     assert not cluster.cluster_dir.exists()
-    assert wait_until(lambda: not naming(str(workdir)), 10), naming(str(workdir))
+    assert wait_until(lambda: not naming(str(workdir)), 60), naming(str(workdir))
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def test_a_batch_killed_mid_run_leaves_no_cluster(tmp, tmp_path, bundles):
         assert wait_until(lambda: len(components_of(tmp)) >= 2 or process.poll() is not None, 120, interval=0.05)
         assert process.poll() is None, "the batch ended before a grading cluster ran"
         killed(process, signal.SIGKILL)
-        assert wait_until(lambda: gone(tmp), 30, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
+        assert wait_until(lambda: gone(tmp), 60, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
     finally:
         process.kill()
 
@@ -209,6 +209,6 @@ def test_a_grader_killed_while_it_rewrites_a_snapshot_leaves_no_etcd(tmp, tmp_pa
         assert process.stdout.readline() == "serving\n"
         assert any("etcd" in command for command in naming(f"{tmp}/{reaper.WORKDIR_PREFIX}").values())
         killed(process, signal.SIGKILL)
-        assert wait_until(lambda: gone(tmp), 30, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
+        assert wait_until(lambda: gone(tmp), 60, interval=0.1), (naming(str(tmp)), cluster_folders(tmp))
     finally:
         process.kill()

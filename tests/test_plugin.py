@@ -297,7 +297,7 @@ def test_odd():
 
 
 def test_learner_scripts_get_the_cluster_only_when_a_step_asks(tmp_path, monkeypatch):
-    from pytest_gpulab.grading.script_runner import ScriptRunner
+    from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
     from pytest_gpulab.sandbox.containerd import FakeContainerd
 
     monkeypatch.delenv("KUBECONFIG", raising=False)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -28,17 +29,18 @@ def scratch(tmp_path: Path) -> Path:
     return d
 
 
-def gone(pid: int, within: float = 2.0) -> bool:
-    """Whether the process ends within ``within`` s (absent, or a zombie nobody reaped yet)."""
+def ended(pid: int) -> bool:
+    """Whether the process has ended (absent, or a zombie nobody reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
-    def ended() -> bool:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
-    return bool(wait_until(ended, within, interval=0.05))
+def gone(pid: int, within: float = 60.0) -> bool:
+    """Whether the process ends within ``within`` s: a bounded wait, generous on a loaded machine."""
+    return bool(wait_until(lambda: ended(pid), within, interval=0.05))
 
 
 def test_exit_codes_and_output(tmp_path, scratch):
@@ -70,13 +72,10 @@ def test_timeout_kills_script_and_background_child(tmp_path, scratch):
         tmp_path / "hang.sh",
         "#!/bin/bash\nsleep 1000 &\necho $! > child.pid\necho started\nsleep 1000\n",
     )
-    started = time.monotonic()
     result = run_script(script, cwd=scratch, timeout=1)
-    elapsed = time.monotonic() - started
     assert result.timed_out
     assert result.exit_code is None
     assert not result.flooded
-    assert 0.9 <= elapsed < 3.0
     assert result.stdout == "started\n"
     assert result.describe() == "was stopped after 1 s (timeout)"
     assert gone(int((scratch / "child.pid").read_text()))
@@ -87,11 +86,9 @@ def test_background_child_does_not_hang_a_finished_script(tmp_path, scratch):
         tmp_path / "bg.sh",
         "#!/bin/bash\nsleep 1000 &\necho $! > child.pid\necho done\nexit 0\n",
     )
-    started = time.monotonic()
     result = run_script(script, cwd=scratch, timeout=10)
-    assert time.monotonic() - started < 3.0
     assert result.exit_code == 0
-    assert not result.timed_out
+    assert not result.timed_out  # it ended when the script did, not at the timeout
     assert result.stdout == "done\n"
     assert gone(int((scratch / "child.pid").read_text()))
 
@@ -99,9 +96,7 @@ def test_background_child_does_not_hang_a_finished_script(tmp_path, scratch):
 @pytest.mark.parametrize("redirect", ["", ">&2"])
 def test_flood_is_killed_and_flagged(tmp_path, scratch, redirect):
     script = write(tmp_path / "flood.sh", f"#!/bin/bash\nyes {redirect}\n")
-    started = time.monotonic()
     result = run_script(script, cwd=scratch, timeout=10, output_limit=1000)
-    assert time.monotonic() - started < 5
     assert result.flooded
     assert not result.timed_out
     assert result.exit_code is None
@@ -129,9 +124,8 @@ def test_invalid_utf8_is_replaced(tmp_path, scratch):
 
 def test_stdin_is_closed(tmp_path, scratch):
     script = write(tmp_path / "cat.sh", "#!/bin/bash\ncat\necho after\n")
-    started = time.monotonic()
     result = run_script(script, cwd=scratch, timeout=5)
-    assert time.monotonic() - started < 2
+    assert not result.timed_out  # cat saw the end of its input: it did not wait out the timeout
     assert result.exit_code == 0
     assert result.stdout == "after\n"
 
@@ -274,15 +268,25 @@ def test_runs_the_fake_containerd(tmp_path, scratch):
     assert fake.asked_for_config_dump()
 
 
+@pytest.mark.timeout(120)  # a run_script that waited for the escaped child would hang here
 def test_child_escaping_the_group_does_not_hang(tmp_path, scratch):
     # `setsid` puts the child outside the process group we kill; it keeps the
-    # pipes open, and run_script must still return after a bounded wait.
-    script = write(tmp_path / "esc.sh", "#!/bin/bash\nsetsid sleep 3 &\necho hi\n")
-    started = time.monotonic()
+    # pipes open, and run_script must still return after a bounded wait: while the child still runs.
+    script = write(
+        tmp_path / "esc.sh",
+        "#!/bin/bash\nsetsid sh -c 'echo $$ > child.pid; exec sleep 1000' &\n"
+        "while [ ! -s child.pid ]; do sleep 0.01; done\necho hi\n",
+    )
     result = run_script(script, cwd=scratch, timeout=10)
-    assert time.monotonic() - started < 2.5
-    assert result.exit_code == 0
-    assert result.stdout == "hi\n"
+    child = int((scratch / "child.pid").read_text())
+    try:
+        assert not ended(child), "the escaped child must still hold the pipes when run_script returns"
+        assert result.exit_code == 0
+        assert not result.timed_out  # it ended when the script did
+        assert result.stdout == "hi\n"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_a_run_s_environment_and_client_are_made_while_pytest_sets_and_unsets_a_variable(monkeypatch):
@@ -330,7 +334,7 @@ def test_the_sandbox_is_tried_once_however_many_threads_ask_at_once(monkeypatch)
     found: list[object] = []
 
     def ask() -> None:
-        start.wait(timeout=10)
+        start.wait(timeout=60)
         found.append(confine.probe())
 
     askers = [threading.Thread(target=ask) for _ in range(4)]
@@ -338,7 +342,7 @@ def test_the_sandbox_is_tried_once_however_many_threads_ask_at_once(monkeypatch)
         for asker in askers:
             asker.start()
         for asker in askers:
-            asker.join(timeout=30)
+            asker.join(timeout=60)
     finally:
         confine._probe.cache_clear()
     assert len(found) == 4

@@ -47,7 +47,7 @@ def test_a_row_starts_on_the_solved_state_in_a_cluster_of_its_own(tmp_path):
             node = row.get_json("nodes")["items"][0]["metadata"]["name"]
             pinned = json.dumps({"spec": {"nodeName": node}})
             row.kubectl("run", "extra", "-n", "team-a", "--image=registry.example/x:1", f"--overrides={pinned}")
-            assert wait_until(lambda: phase(row, "extra") == "Running", 30), "kwok runs a new Pod on a restored node"
+            assert wait_until(lambda: phase(row, "extra") == "Running", 60), "kwok runs a new Pod on a restored node"
             row.kubectl("delete", "pod", "trainer", "-n", "team-a", "--wait=false")
             assert phase(solved, "trainer") == "Running" and phase(solved, "extra") == ""
         finally:

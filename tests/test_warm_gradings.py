@@ -90,7 +90,7 @@ def test_a_grading_out_of_time_is_stopped(probe):
     with WarmGradings() as gradings, pytest.raises(subprocess.TimeoutExpired):
         gradings.run(ARGS, cwd=run, env={**env, "PROBE_SLEEP": "60"}, output=run / "out.txt", timeout=3)
     pid = json.loads(record.read_text())["pid"]
-    assert wait_until(lambda: not running(pid), 10), f"the grading {pid} still runs"
+    assert wait_until(lambda: not running(pid), 60), f"the grading {pid} still runs"
 
 
 CALLER = """
@@ -115,7 +115,7 @@ def test_a_caller_that_dies_takes_its_gradings_and_the_server_with_it(probe):
         caller.send_signal(signal.SIGKILL)
         caller.wait()
     grading = json.loads(record.read_text())["pid"]
-    assert wait_until(lambda: not running(grading) and not running(server), 10), (grading, server)
+    assert wait_until(lambda: not running(grading) and not running(server), 60), (grading, server)
 
 
 def test_cold_gradings_are_new_interpreters(probe):

@@ -116,7 +116,7 @@ def test_a_kind_a_helper_cannot_pair_is_refused_by_name(live, helper, kind):
 
 @pytest.mark.parametrize("which", ["StatefulSet/store", "DaemonSet/agent"])
 def test_revisions_of_a_statefulset_and_a_daemonset(live, which):
-    assert wait_until(lambda: k8s.revisions_of(live, workload(live, which), allow_empty=True), 30)
+    assert wait_until(lambda: k8s.revisions_of(live, workload(live, which), allow_empty=True), 60)
 
 
 def test_nodes_and_coverage_that_find_nothing_fail_unless_empty_is_right(live):
