@@ -23,6 +23,7 @@ from .grading.feedback import GradingError, fail
 from .grading.learner import LearnerWork
 from .grading.scripts.checker import Checker
 from .grading.scripts.contract import plan
+from .grading.scripts.runs import holding, release_held
 from .grading.scripts.script_runner import LearnerScripts, ScriptRunner
 from .labs.discovery import Lab
 from .sandbox import confine as sandbox
@@ -181,6 +182,7 @@ def near_miss_cluster(
     live = lab_cluster.live_or_fail()
     if not lab.near_misses:
         raise GradingError(f"lab {lab.name} declares no near_misses in its lab.toml, so there is no copy to run on.")
+    release_held()  # the runs a step asked for ahead go while the copy is made
     try:
         ahead = lab_cluster.copy_ahead or _copy_ahead(live, lab, tmp_path_factory)
         try:
@@ -241,12 +243,13 @@ def contract_runs_ahead(request: pytest.FixtureRequest) -> None:
     checkers = [value for value in vars(request.module).values() if isinstance(value, Checker)]
     if not checkers or not isinstance(request.node, StepModule):
         return
-    try:
-        cases = request.getfixturevalue("checker_cases")
-    except (Exception, pytest.skip.Exception, pytest.fail.Exception):  # pytest keeps it: the checks that ask raise it
-        return
-    for checker in checkers:
-        plan(checker, cases)
+    with holding():  # the step's own runs wait for the plan, which may make one of them serve two checks
+        try:
+            cases = request.getfixturevalue("checker_cases")
+        except (Exception, pytest.skip.Exception, pytest.fail.Exception):  # pytest keeps it: the checks raise it
+            return
+        for checker in checkers:
+            plan(checker, cases)
 
 
 @pytest.fixture

@@ -172,22 +172,42 @@ def _place(checker: Checker, case: Case, placed: Case) -> None:
             shutil.copyfile(case.args[position], placed.args[position])
 
 
-def _second_runs(checker: Checker, cases: Cases) -> Callable[[], LearnerRun]:
-    """The second run's pair, one after the other: ``then``'s command line run twice with one kept $TMPDIR, /tmp
-    and $HOME, in ``first``'s state and then in ``then``'s; returns the second."""
+def _second_pair(checker: Checker, cases: Cases) -> tuple[Case, Case, Keeps, Path]:
+    """The second run's pair: ``then``'s command line run twice with one kept $TMPDIR, /tmp and $HOME, in
+    ``first``'s state and then in ``then``'s; the kept state, and the folder for their inputs."""
+    first, then = cases.changed or cases.other, cases.findings
+    folder = cases.runs.made(("second-run",), lambda: cases.runs.folder("second-run"))
+    once, twice = _same_arguments(checker, first, then, folder / "input")
+    return once, twice, Keeps(state=folder / "kept"), folder
+
+
+def _second_runs(checker: Checker, cases: Cases, *, first_made: bool = False) -> Callable[[], LearnerRun]:
+    """The pair made one after the other (or, with ``first_made``, its second alone); returns the second run."""
     first, then = cases.changed or cases.other, cases.findings
     runner, script = cases.runs.runner, cases.runs.script
+    once, twice, kept, _ = _second_pair(checker, cases)
 
     def pair() -> LearnerRun:
-        folder = cases.runs.folder("second-run")
-        kept = Keeps(state=folder / "kept")
-        once, twice = _same_arguments(checker, first, then, folder / "input")
-        _place(checker, first, once)
-        runner.run(script, *once.args, **first.run_options(checker, keeps=kept))
+        if not first_made:
+            _place(checker, first, once)
+            runner.run(script, *once.args, **first.run_options(checker, keeps=kept))
         _place(checker, then, twice)
         return runner.run(script, *twice.args, **then.run_options(checker, keeps=kept))
 
     return pair
+
+
+def _plan_second_run(checker: Checker, cases: Cases) -> None:
+    """The pair, planned: where ``first``'s own run has ``then``'s arguments (no file copied), that run is the
+    pair's first, made with the kept state; the second starts as soon as it ends."""
+    first = cases.changed or cases.other
+    once, _, kept, _ = _second_pair(checker, cases)
+    own = Run(*first.args, **first.run_options(checker))
+    if once.args == first.args and cases.runs.keep_state(own, kept):
+        cases.runs.ahead(own)
+        cases.runs.after(("second-run",), own, _second_runs(checker, cases, first_made=True))
+        return
+    cases.runs.after(("second-run",), None, _second_runs(checker, cases))
 
 
 def second_run(checker: Checker) -> Check:
@@ -197,7 +217,6 @@ def second_run(checker: Checker) -> Check:
         __tracebackhide__ = True
         first, then = checker_cases.changed or checker_cases.other, checker_cases.findings
         second = checker_cases.runs.task(("second-run",), _second_runs(checker, checker_cases))
-        assert second is not None
         given = (
             f"{then.given}, on its second run (its first, with the same arguments, $TMPDIR, /tmp and $HOME: "
             f"{first.given[0].lower()}{first.given[1:]})"
@@ -285,9 +304,9 @@ def plan(checker: Checker, cases: Cases) -> None:
             planned.append(Run(*args, **case.run_options(checker, keeps=keeps)))
     if "near-misses" in names and cases.near_misses is not None:
         planned.append(Run(*cases.near_misses.args, **cases.near_misses.run_options(checker)))
-    runs.ahead(*planned)
     if "second-run" in names:
-        runs.task(("second-run",), _second_runs(checker, cases), ahead=True)
+        _plan_second_run(checker, cases)
+    runs.ahead(*planned)
 
 
 def _made(checker: Checker) -> Iterator[tuple[str, Check]]:

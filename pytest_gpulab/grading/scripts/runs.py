@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,32 +100,80 @@ class ScriptRuns:
         self.script = script
         self._runs: dict[tuple[object, ...], Future[LearnerRun]] = {}
         self._made: dict[tuple[object, ...], object] = {}
+        self._held: list[Run] = []  # runs asked for ahead while a plan is being made (:func:`holding`)
+        self._kept: dict[tuple[object, ...], Any] = {}  # a run to make with a kept state (Keeps), by its key
+        self._pending: list[tuple[tuple[object, ...], Run | None, Callable[[], LearnerRun]]] = []  # after held ones
 
     def ahead(self, *runs: Run) -> ScriptRuns:
         """Start ``runs`` side by side now (they do not depend on each other), those on an API server that fails
-        first (they wait more than they work); a check then waits for its own."""
+        first (they wait more than they work); a check then waits for its own. While a plan is being made
+        (:func:`holding`) they start with it."""
+        held = _HOLDING.get()
+        if held is None:
+            self._start(runs)
+        else:
+            self._held += runs
+            held.append(self)
+        return self
+
+    def _start(self, runs: Sequence[Run]) -> None:
         for planned in sorted(runs, key=lambda run: not run.options.get("api")):
             if planned.key not in self._runs:
+                kept = {"keeps": self._kept[planned.key]} if planned.key in self._kept else {}
                 self._runs[planned.key] = self.runner.pool.submit(
-                    self.runner.run, self.script, *planned.args, **planned.options
+                    self.runner.run, self.script, *planned.args, **planned.options, **kept
                 )
-        return self
+
+    def release(self) -> None:
+        """Start the runs held while the plan was made, then those planned to follow them."""
+        held, self._held = self._held, []
+        self._start(held)
+        pending, self._pending = self._pending, []
+        for key, first, make in pending:
+            self.after(key, first, make)
+
+    def keep_state(self, planned: Run, keeps: Any) -> bool:
+        """Make ``planned``, when it is started, with ``keeps`` (a kept state, which another run then finds), so that
+        one run serves both; False when it is started already, and can no longer."""
+        if planned.key in self._runs:
+            return False
+        self._kept[planned.key] = keeps
+        return True
+
+    def after(self, key: tuple[object, ...], first: Run | None, make: Callable[[], LearnerRun]) -> None:
+        """``make()``, under ``key``, started in the pool as soon as the run ``first`` (asked for ahead) has ended,
+        or at once without one; not at all when ``first`` is not asked for ahead."""
+        if key in self._runs:
+            return
+        if first is not None and first.key not in self._runs:
+            if any(held.key == first.key for held in self._held):
+                self._pending.append((key, first, make))
+            return
+        done: Future[LearnerRun] = Future()
+        self._runs[key] = done
+
+        def begin(ended: Future[LearnerRun] | None) -> None:
+            if ended is not None and (failure := ended.exception()) is not None:
+                done.set_exception(failure)
+                return
+            try:
+                self.runner.pool.submit(make).add_done_callback(lambda made: _settle(done, made))
+            except RuntimeError as closed:  # the runner closed: the grading is over
+                done.set_exception(closed)
+
+        if first is None:
+            begin(None)
+        else:
+            self._runs[first.key].add_done_callback(begin)
 
     def run(self, *args: str, **options: Any) -> LearnerRun:
         """As :meth:`ScriptRunner.run`; the same arguments and options give the same (first) run."""
         __tracebackhide__ = True
         return self._read(Run(*args, **options).key, lambda: self.runner.run(self.script, *args, **options))
 
-    def task(
-        self, key: tuple[object, ...], make: Callable[[], LearnerRun], *, ahead: bool = False
-    ) -> LearnerRun | None:
-        """The run ``make()`` returns, made once under ``key``: started in the pool with ``ahead`` (and None
-        returned), else waited for (made now by the first asker)."""
+    def task(self, key: tuple[object, ...], make: Callable[[], LearnerRun]) -> LearnerRun:
+        """The run ``make()`` returns, made once under ``key`` (planned ahead with :meth:`after`, or made now)."""
         __tracebackhide__ = True
-        if ahead:
-            if key not in self._runs:
-                self._runs[key] = self.runner.pool.submit(make)
-            return None
         return self._read(key, make)
 
     def _read(self, key: tuple[object, ...], make: Callable[[], LearnerRun]) -> LearnerRun:
@@ -152,3 +201,37 @@ class ScriptRuns:
         folder = self.runner.work / f"planned-{next(self._folders)}-{name}"
         folder.mkdir(parents=True)
         return folder
+
+
+def _settle(done: Future[LearnerRun], made: Future[LearnerRun]) -> None:
+    if (failure := made.exception()) is not None:
+        done.set_exception(failure)
+    else:
+        done.set_result(made.result())
+
+
+_HOLDING: ContextVar[list[ScriptRuns] | None] = ContextVar("gpulab_holding_runs", default=None)
+
+
+def release_held() -> None:
+    """Start the runs held so far, and hold no more: called before a long wait (a cluster's copy), so that they run
+    meanwhile rather than after it."""
+    held = _HOLDING.get()
+    if held is not None:
+        _HOLDING.set(None)
+        for runs in dict.fromkeys(held):
+            runs.release()
+
+
+@contextmanager
+def holding() -> Iterator[None]:
+    """Runs asked for ahead inside are held, and started when it ends: a plan made meanwhile may still choose how
+    some are made (:meth:`ScriptRuns.keep_state`)."""
+    held: list[ScriptRuns] = []
+    token = _HOLDING.set(held)
+    try:
+        yield
+    finally:
+        _HOLDING.reset(token)
+        for runs in dict.fromkeys(held):
+            runs.release()
