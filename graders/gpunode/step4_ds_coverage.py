@@ -62,8 +62,9 @@ def view(lab_cluster, hidden, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def near_view(near_miss_cluster, tmp_path_factory):
-    """The copy with the lab's near misses (a node whose agent labels are "false", a look-alike Pod on lab-node-2),
-    the DaemonSets' own Pods on lab-node-2 hidden, as the taint left them."""
+    """The copy with the lab's near misses (a node whose agent labels are "false", a look-alike Pod on lab-node-2, a
+    DaemonSet selecting by two labels and one with no nodeSelector), the DaemonSets' own Pods on lab-node-2 hidden,
+    as the taint left them."""
     gone = {
         (OPERATOR, k8s.name_of(pod)) for pod in near_miss_cluster.list("Pod", OPERATOR)
         if k8s.daemonset_owner(pod) and dig(pod, "spec", "nodeName") == TAINTED
@@ -97,7 +98,8 @@ def checker_cases(coverage, lab_cluster, hidden, view, quiet_namespace, near_vie
                      expected=frozenset(missing(k8s.coverage_gaps(live, OPERATOR)))),
         near_misses=Case(
             f"With the agents' Pods on {TAINTED} gone, a Pod gpu-feature-discovery-debug there that no DaemonSet owns, "
-            f'and a node lab-node-3 whose agent labels are "false", run on {OPERATOR}', (OPERATOR,),
+            'a node lab-node-3 whose agent labels are "false", and two DaemonSets without Pods, nvidia-dcgm-exporter '
+            f"selecting by two labels and nvidia-node-status-exporter with no nodeSelector, run on {OPERATOR}", (OPERATOR,),
             {"view": near_view[0]}, frozenset(missing(k8s.coverage_gaps(near_miss_cluster, OPERATOR, near_view[1])))),
     )  # fmt: skip
 

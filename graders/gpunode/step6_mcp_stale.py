@@ -68,29 +68,29 @@ def stale(script_runner, learner, thresholds):
 
 @pytest.fixture(scope="module")
 def near_view(near_miss_cluster, tmp_path_factory):
-    """The copy with the lab's near misses: a pool gpu Updating, its conditions in another order, and a pool infra
-    that is not updating."""
+    """The copy with the lab's near misses: a pool gpu Updating, its conditions in another order, a pool canary
+    Updating for two hours whose first condition is younger, and pools infra and degraded that are not updating."""
     with scripts.DoctoredView(near_miss_cluster.source, (), tmp_path_factory.mktemp("near")) as view:
         yield view
 
 
 @pytest.fixture(scope="module")
 def checker_cases(stale, pools, thresholds, near_view, near_miss_cluster):
-    """A threshold below the pool's age (STALE=worker) and one above it (OK); the near misses with the first."""
+    """A threshold below the pool's age (STALE=worker) and one above it (OK); the near misses with the default."""
     age = age_minutes(pools["worker"])
 
     def case(name):
         given = f"With the threshold {thresholds[name]} minutes (the pool worker has been Updating for {age} minutes)"
         return Case(given, (str(thresholds[name]),), expected=frozenset(stale_at(pools, thresholds[name])))
 
-    below = thresholds["below"]
     near = {k8s.name_of(pool): updating_since(pool) for pool in near_miss_cluster.list("MachineConfigPool")}
     given = (
-        f"With the threshold {below} minutes, and besides worker a pool gpu Updating since 2024-10-29 whose "
-        "conditions come Updating first, a pool infra that is not updating and a pool degraded whose Updated is "
+        f"With no threshold (the default, {DEFAULT_MINUTES} minutes), and besides worker a pool gpu Updating since "
+        "2024-10-29 whose conditions come Updating first, a pool canary Updating for two hours whose first "
+        "condition changed ten minutes ago, a pool infra that is not updating and a pool degraded whose Updated is "
         "False but which is not updating either"
     )
-    nearby = Case(given, (str(below),), {"view": near_view}, frozenset(stale_at(near, below)))
+    nearby = Case(given, (), {"view": near_view}, frozenset(stale_at(near, DEFAULT_MINUTES)))
     return Cases(stale, case("below"), case("above"), near_misses=nearby, changed=nearby)
 
 

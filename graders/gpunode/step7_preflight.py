@@ -9,7 +9,7 @@ fails closed, a second run) the plugin checks.
 
 import pytest
 
-from pytest_gpulab.grading import Case, Cases, Checker, blocked_unless, dig, k8s, listed, scripts
+from pytest_gpulab.grading import Case, Cases, Checker, answers, blocked_unless, dig, k8s, listed, scripts
 
 pytestmark = pytest.mark.step(7, "preflight.sh gates changes on the cluster's health", points=15, needs=5)
 
@@ -44,6 +44,21 @@ def blockers(live, nodes, shown=None):
                     f"{name} has the {taint.get('effect')} taint {taint.get('key')}"
                 )
     return found
+
+
+def may_block(live, nodes):
+    """What a gate that does more than the lab asks may also refuse on: a pool that is Degraded, and a node whose
+    allocatable GPUs are below its capacity. Both are in fact unhealthy, so reporting them is not a mistake."""
+    pools = {
+        f"BLOCKED=mcp/{k8s.name_of(p)}" for p in live.list("MachineConfigPool")
+        if k8s.condition(p, "Degraded").get("status") == "True"
+    }  # fmt: skip
+    return frozenset(pools | {f"BLOCKED=node/{k8s.name_of(node)}" for node in nodes if short_of_gpus(node)})
+
+
+def short_of_gpus(node):
+    capacity, allocatable = (answers.quantity_bytes(amount or 0) for amount in k8s.advertised(node, "nvidia.com/gpu"))
+    return bool(capacity) and (allocatable or 0) < (capacity or 0)
 
 
 def why_missed(expected):
@@ -87,8 +102,9 @@ def gate(script_runner, learner, tainted_view):
 
 @pytest.fixture(scope="module")
 def near_view(near_miss_cluster, tmp_path_factory):
-    """The copy with the lab's near misses: lab-node-4 not Ready, lab-node-5 with a PreferNoSchedule taint, a pool
-    gpu Updating and a pool infra that is not."""
+    """The copy with the lab's near misses: lab-node-4 not Ready, lab-node-5 with a PreferNoSchedule taint, pools
+    gpu and canary Updating, a pool infra that is not, a pool degraded and lab-node-3 short of GPUs (which a gate
+    may also block on)."""
     with scripts.DoctoredView(near_miss_cluster.source, (), tmp_path_factory.mktemp("near")) as view:
         yield view
 
@@ -103,14 +119,16 @@ def checker_cases(gate, lab_cluster, lab, shown, tainted_view, near_view, near_m
     ((node, (taint,)),) = shown.items()
     return Cases(
         gate,
-        Case("Run on the cluster as it is now", expected=frozenset(blockers(live, nodes))),
+        Case("Run on the cluster as it is now", expected=frozenset(blockers(live, nodes)),
+             may_add=may_block(live, nodes)),
         Case(f"With {node} also carrying the {taint['effect']} taint {taint['key']}", options={"view": tainted_view},
-             expected=frozenset(blockers(live, nodes, shown))),
+             expected=frozenset(blockers(live, nodes, shown)), may_add=may_block(live, nodes)),
         near_misses=Case(
             "With a node lab-node-4 that is not Ready, a node lab-node-5 whose custom taint is PreferNoSchedule, a node "
             "lab-node-6 with the NoSchedule taint node-role.kubernetes.io/control-plane (not one of node.kubernetes.io/), "
-            "a pool gpu Updating (its conditions Updating first) and pools infra and degraded that are not updating",
-            options={"view": near_view}, expected=frozenset(blockers(near_miss_cluster, copied))),
+            "pools gpu (its conditions Updating first) and canary Updating, and pools infra and degraded that are not",
+            options={"view": near_view}, expected=frozenset(blockers(near_miss_cluster, copied)),
+            may_add=may_block(near_miss_cluster, copied)),
     )  # fmt: skip
 
 
@@ -130,23 +148,25 @@ def pools_as_step_5_makes_them(live):
 
 
 def test_gate_at_the_end_state(gate, live, lab):
-    expected = blockers(live, k8s.lab_nodes(live, lab.environment.node_names))
+    nodes = k8s.lab_nodes(live, lab.environment.node_names)
+    expected = blockers(live, nodes)
     run = gate.run(cluster=True)
     scripts.expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", set(expected), prefix="BLOCKED",
         hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
-        kinds=KINDS,
+        kinds=KINDS, may_add=may_block(live, nodes),
     )  # fmt: skip
 
 
 def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown, tainted_view):
-    expected = blockers(live, k8s.lab_nodes(live, lab.environment.node_names), shown)
+    nodes = k8s.lab_nodes(live, lab.environment.node_names)
+    expected = blockers(live, nodes, shown)
     ((node, (taint,)),) = shown.items()
     scripts.expect_verdict(
         gate.run(cluster=True, view=tainted_view).result, SCRIPT,
         f"With {node} also carrying the {taint['effect']} taint {taint['key']}", set(expected), prefix="BLOCKED",
         hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
-        kinds=KINDS,
+        kinds=KINDS, may_add=may_block(live, nodes),
     )  # fmt: skip
 
 

@@ -10,10 +10,12 @@ its ``status`` set through the status subresource, as a controller would have. U
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +70,30 @@ class _Kinds:
         return f"{base}/namespaces/{namespace}/{plural}" if namespaced else f"{base}/{plural}"
 
 
+AGO = re.compile(r"\$\{now(?:-(\d+)([smhd]))?\}")
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def dated(value: Any, now: datetime) -> Any:
+    """``value`` with each string ``${now}`` or ``${now-2h}`` (s, m, h, d) made the time that long before ``now``,
+    as Kubernetes writes a timestamp (``2026-12-07T10:30:00Z``): a near miss whose age matters stays as old,
+    relative to its copy, as the years pass."""
+    if isinstance(value, dict):
+        return {key: dated(item, now) for key, item in value.items()}
+    if isinstance(value, list):
+        return [dated(item, now) for item in value]
+    if isinstance(value, str) and (match := AGO.fullmatch(value)):
+        ago = int(match.group(1) or 0) * UNIT_SECONDS[match.group(2) or "s"]
+        return (now - timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value
+
+
 def add_objects(cluster: KwokCluster, objects: Sequence[dict[str, Any]]) -> list[str]:
-    """Create each object, then set its status as written; those the cluster cannot hold yet (a kind it does not
-    serve, a namespace not made) are left out and returned (kind/name). In-process: no kubectl per object."""
-    kinds, left_out = _Kinds(cluster.api.transport), []
-    for written in objects:
+    """Create each object, then set its status as written (times written ``${now-2h}`` made relative to now: see
+    :func:`dated`); those the cluster cannot hold yet (a kind it does not serve, a namespace not made) are left out
+    and returned (kind/name). In-process: no kubectl per object."""
+    kinds, left_out, now = _Kinds(cluster.api.transport), [], datetime.now(UTC)
+    for written in (dated(obj, now) for obj in objects):
         obj = {key: value for key, value in written.items() if key != "status"}
         name = str((obj.get("metadata") or {}).get("name"))
         try:

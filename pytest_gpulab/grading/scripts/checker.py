@@ -97,6 +97,7 @@ class Case:
     options: Mapping[str, Any] = field(default_factory=dict)
     expected: frozenset[str] = frozenset()
     hint: Callable[[set[str]], str | None] | None = None  # sees the findings printed; says the cause it diagnoses
+    may_add: frozenset[str] = frozenset()  # findings an "at least" checker may add: objects in fact unhealthy
 
     def run_options(self, checker: Checker, **changes: Any) -> dict[str, Any]:
         return {**({"cluster": True} if checker.reads_cluster else {}), **self.options, **changes}
@@ -129,6 +130,7 @@ def expect_answer(checker: Checker, result: ScriptResult, given: str, case: Case
         expect_verdict(
             result, checker.script, given, case.expected, prefix=checker.finding,
             hint=(lambda _: hint) if hint else case.hint, hint_first=bool(hint or case.hint), kinds=checker.kinds,
+            may_add=case.may_add,
         )  # fmt: skip
         return
     right = result.exit_code == 0 if not case.expected else result.exit_code not in (0, None)
