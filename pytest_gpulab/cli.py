@@ -28,6 +28,8 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
+import yaml
+
 from .cli_cohort import add_commands
 from .cli_node import NODE_ERRORS, add_node_commands
 from .cluster import toolchain
@@ -36,6 +38,7 @@ from .cluster.toolchain import up_kubeconfig, up_workdir
 from .cohort.bundle import BundleError
 from .contracts import checkers_of
 from .labs.discovery import Lab, UnknownLab, discover
+from .labs.nearmisses import near_misses_in
 from .selftest.judge import Row, messages, report_selftest
 from .selftest.prove import run_selftest
 from .selftest.variants import VariantsError, load_variants
@@ -66,6 +69,7 @@ def cmd_labs(args: argparse.Namespace) -> int:
         print(f"{lab.name}\t{lab.title}\t{lab.folder}")
         for step, checker in checkers_of(lab.folder):
             print(f"  step {step}: {checker.contract()}")
+        _print_near_misses(lab)
         return 0
     for name in catalog.names:
         lab = catalog.labs[name]
@@ -73,6 +77,20 @@ def cmd_labs(args: argparse.Namespace) -> int:
     for problem in catalog.problems:
         print(f"gpulab: {problem}", file=sys.stderr)
     return 0
+
+
+def _print_near_misses(lab: Lab) -> None:
+    """The objects a copy of the cluster adds for the checkers, and which step's checker each serves."""
+    try:
+        found = near_misses_in(lab.near_misses)
+    except (OSError, yaml.YAMLError) as error:
+        print(f"gpulab: the near misses of {lab.name} cannot be read: {error}", file=sys.stderr)
+        return
+    if found:
+        print("  near misses (added to a copy of the cluster at grading, for the checkers to tell apart):")
+    for miss in found:
+        steps = ", ".join(map(str, miss.steps)) or "no step named"
+        print(f"    {miss.kind} {miss.name} (step{'s' if len(miss.steps) > 1 else ''} {steps}): {miss.note}")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
