@@ -149,3 +149,19 @@ def test_the_design_notes_layout_lists_every_folder_and_module():
             expected.setdefault(folder, set()).add(path.stem)
     listed.pop("-", None)
     assert {folder: listed.get(folder, set()) for folder in expected} == expected
+
+
+def test_every_package_ships():
+    """A folder of the package with an ``__init__.py`` is in pyproject.toml's packages: else an install (not an
+    editable one) leaves it out, and the plugin fails to import."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {
+        "pytest_gpulab." + ".".join(path.parent.relative_to(PACKAGE).parts)
+        if path.parent != PACKAGE
+        else "pytest_gpulab"
+        for path in PACKAGE.rglob("__init__.py")
+        if "__pycache__" not in path.parts
+    }
+    assert folders <= listed, sorted(folders - listed)
