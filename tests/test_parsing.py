@@ -364,3 +364,15 @@ def test_broken_yaml_is_told_by_line_and_in_words_not_in_the_parser_s(tmp_path):
     )
     assert "<unicode string>" not in failed.value.message
     assert "scanning" not in failed.value.message
+
+
+def test_a_toml_error_names_a_table_as_its_header():
+    from pytest_gpulab.grading.parsing import toml_words
+
+    said = toml_words(
+        "Cannot declare ('plugins', 'io.containerd.grpc.v1.cri', 'containerd') twice (at line 3, column 48)"
+    )
+    assert said == 'Cannot declare [plugins."io.containerd.grpc.v1.cri".containerd] twice (at line 3, column 48)'
+    assert (
+        toml_words("Cannot overwrite a value (at line 2, column 4)") == "Cannot overwrite a value (at line 2, column 4)"
+    )

@@ -102,4 +102,13 @@ def test_stuck_status(learner, live):
             else "The pool worker has no status in the cluster.",
             hint=CREATE_TIME_HINT,
         )
+    present = [kind for kind in CONDITIONS if k8s.condition(pool, kind)]
+    if len(present) == 1:
+        fail(
+            f"In the cluster, the pool worker has only the {present[0]} condition, not both Updated and Updating: a "
+            "merge patch replaces the whole conditions list, so the second patch dropped the first one's condition.",
+            hint="Set both conditions in one patch: kubectl patch --subresource=status --type=merge with a conditions "
+            "list that holds Updated and Updating.",
+            detail=pool.get("status"),
+        )
     answers.expect_all("In the cluster, the pool worker", stuck_status_of(pool), STUCK, detail=pool.get("status"))

@@ -65,7 +65,8 @@ def why_missed(expected):
     """The hint for blockers the gate left out: what each one is, and its line."""
     return lambda printed: (
         "It did not report that " + listed(f"{why} ({line})" for line, why in sorted(expected.items())
-                                           if line not in printed) + "; each blocker gets its own line."
+                                           if line not in printed) + ": a gate reads every pool and every node, "
+        "and blocks on NoSchedule and NoExecute taints alike."
         if set(expected) - printed else None
     )  # fmt: skip
 
@@ -117,6 +118,7 @@ def checker_cases(gate, lab_cluster, lab, shown, tainted_view, near_view, near_m
     copied = k8s.lab_nodes(near_miss_cluster, lab.environment.node_names)  # the copy's, and its near misses
     copied += near_miss_cluster.list("Node", labels={NEAR_MISS: "true"})
     ((node, (taint,)),) = shown.items()
+    near_blockers = frozenset(blockers(near_miss_cluster, copied))
     return Cases(
         gate,
         Case("Run on the cluster as it is now", expected=frozenset(blockers(live, nodes)),
@@ -124,11 +126,9 @@ def checker_cases(gate, lab_cluster, lab, shown, tainted_view, near_view, near_m
         Case(f"With {node} also carrying the {taint['effect']} taint {taint['key']}", options={"view": tainted_view},
              expected=frozenset(blockers(live, nodes, shown)), may_add=may_block(live, nodes)),
         near_misses=Case(
-            "With a node lab-node-4 that is not Ready, a node lab-node-5 whose custom taint is PreferNoSchedule, a node "
-            "lab-node-6 with the NoSchedule taint node-role.kubernetes.io/control-plane (not one of node.kubernetes.io/), "
-            "pools gpu (its conditions Updating first) and canary Updating, and pools infra and degraded that are not",
-            options={"view": near_view}, expected=frozenset(blockers(near_miss_cluster, copied)),
-            may_add=may_block(near_miss_cluster, copied)),
+            "On the near-miss copy (gpulab labs gpunode lists its nodes and pools)",
+            options={"view": near_view}, expected=near_blockers, may_add=may_block(near_miss_cluster, copied),
+            hint=scripts.near_miss_hint(lab.near_misses, near_blockers)),
     )  # fmt: skip
 
 

@@ -91,6 +91,9 @@ def test_impact_report(learner, live):
             hint=lambda written: (
                 "A drain skips DaemonSet Pods: list only the Pods no DaemonSet owns."
                 if written & agents or any(item.startswith(f"{NAMESPACE}/") for item in written)
+                else f"The Pods on {NODE} are in other namespaces than the current one: list them in every namespace "
+                f"(kubectl get pods -A --field-selector spec.nodeName={NODE})."
+                if not written and evicted
                 else None
             ),
         ),

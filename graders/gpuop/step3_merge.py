@@ -25,7 +25,7 @@ def test_runtimes_as_the_files_define_them(learner):
         defined = defined_in(learner, relative, lab_value)
         expect(
             answers.split_list(values[key]) == defined,
-            should_be(key, Words(",".join(sorted(defined))), values[key], why=f"what {side} defines"),
+            f"{MERGE}: " + should_be(key, Words(",".join(sorted(defined))), values[key], why=f"what {side} defines"),
             detail={"written": values, "computed": sorted(defined)},
         )
 
@@ -33,8 +33,8 @@ def test_runtimes_as_the_files_define_them(learner):
 def test_conflict(learner):
     values = learner.file(MERGE).key_values("CONFLICT", "CONFLICT_TABLE")
     conflict = answers.parse_yes_no(values["CONFLICT"])
-    expect(conflict is not None, should_be("CONFLICT", Words("yes or no"), values["CONFLICT"]))
-    expect(conflict, "CONFLICT should be yes: both files define the same runtimes table.")
+    expect(conflict is not None, f"{MERGE}: " + should_be("CONFLICT", Words("yes or no"), values["CONFLICT"]))
+    expect(conflict, f"{MERGE}: CONFLICT should be yes: both files define the same runtimes table.")
     table = values["CONFLICT_TABLE"]
     # A value read from KEY="..." lost its outer quotes: "plugins"."io..." comes back as plugins"."io...
     path = (
@@ -44,20 +44,22 @@ def test_conflict(learner):
     )
     if path == tuple(["plugins", "io", "containerd", "grpc", "v1", "cri", "containerd", "runtimes"]):
         fail(
-            f"CONFLICT_TABLE is {shown(table)}: without quotes that is a different table path.",
+            f"{MERGE}: CONFLICT_TABLE is {shown(table)}: without quotes that is a different table path.",
             hint=f"Quote the plugin name as TOML does: {containerd.RUNTIMES_TABLE_V2}.",
         )
-    expect(path == CONFLICT_PATH, should_be("CONFLICT_TABLE", Words(containerd.RUNTIMES_TABLE_V2), table))
+    expect(
+        path == CONFLICT_PATH, f"{MERGE}: " + should_be("CONFLICT_TABLE", Words(containerd.RUNTIMES_TABLE_V2), table)
+    )
 
 
 def test_loaded_runtimes(learner):
     written = learner.file(MERGE).key_values("LOADED_RUNTIMES")["LOADED_RUNTIMES"]
     if answers.split_list(written) >= {"runc", "nvidia"}:
         fail(
-            f"LOADED_RUNTIMES is {shown(written)}: that is what the files promise, not what was loaded.",
+            f"{MERGE}: LOADED_RUNTIMES is {shown(written)}: that is what the files promise, not what was loaded.",
             hint="This line is observed, not computed: on the day of the accident containerd config dump showed only runc.",
         )
     expect(
         answers.split_list(written) == {"runc"},
-        should_be("LOADED_RUNTIMES", Words("runc"), written, why="observed with containerd config dump"),
+        f"{MERGE}: " + should_be("LOADED_RUNTIMES", Words("runc"), written, why="observed with containerd config dump"),
     )

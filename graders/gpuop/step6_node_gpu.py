@@ -25,7 +25,7 @@ def test_cuda_probe_runs_on_the_gpu_node(live):
     node, phase = dig(pod, "spec", "nodeName"), dig(pod, "status", "phase")
     expect(
         node == GPU_NODE and phase == "Running",
-        f"cuda-probe should be bound to {GPU_NODE} and Running, found node {shown(node)}, phase {shown(phase)}.",
+        f"cuda-probe should be Running on {GPU_NODE}; it is {k8s.where_it_is(pod)}.",
         detail=pod.get("status"),
     )
 

@@ -54,7 +54,7 @@ def test_probe_typo_is_scheduled(learner, live):
     )
     expect(
         k8s.condition(pod, "PodScheduled").get("status") == "True" and dig(pod, "spec", "nodeName"),
-        f"probe-typo should be bound to a node despite its handler; found node {shown(dig(pod, 'spec', 'nodeName'))}.",
+        f"probe-typo should be bound to a node despite its handler; it is {k8s.where_it_is(pod)}.",
         detail=dig(pod, "status"),
     )
 

@@ -105,7 +105,7 @@ def test_fits_runs_on_node_a(live):
     )
     expect(
         dig(pod, "spec", "nodeName") == "gpu-tight-a" and dig(pod, "status", "phase") == "Running",
-        f"fits should run on gpu-tight-a, found node {shown(dig(pod, 'spec', 'nodeName'))}, phase {shown(dig(pod, 'status', 'phase'))}.",
+        f"fits should run on gpu-tight-a; it is {k8s.where_it_is(pod)}.",
         detail=dig(pod, "status"),
     )
 
@@ -127,7 +127,6 @@ def test_over_waits_on_its_overhead(live):
     )
     expect(
         k8s.unschedulable_because(pod, "Insufficient cpu"),
-        f"over should stay Pending with Insufficient cpu (900m + 250m overhead > 1 cpu), found phase {shown(dig(pod, 'status', 'phase'))}, "
-        f"node {shown(dig(pod, 'spec', 'nodeName'))}.",
+        f"over should stay Pending for Insufficient cpu (900m + 250m overhead > 1 cpu); it is {k8s.where_it_is(pod)}.",
         detail=dig(pod, "status"),
     )

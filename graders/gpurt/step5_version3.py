@@ -42,6 +42,12 @@ def test_plugin_names_match_the_version(config):
 
 def test_imports_the_dropin(learner, config):
     containerd.top_level(config, "imports", V3)
+    expect(
+        not isinstance(config.get("imports"), str),
+        f"{V3}: imports is the string {shown(config.get('imports'))}; containerd reads imports as a list of globs and "
+        "refuses to start on a string.",
+        hint='Write it as a list, even of one glob: imports = ["/etc/containerd/conf.d/*.toml"].',
+    )
     globs = containerd.imports_of(config)
     expect(
         learner.catches(globs, DROPIN, config="etc"),

@@ -123,9 +123,12 @@ def checker_cases(crosscheck, cases, required):
 
 def near_miss_case(crosscheck, cases):
     left_out, _, decoys = cases["near-misses"]
-    given = f"Given a dump missing {listed(sorted(left_out))} but loading {listed(sorted(repr(d) for d in decoys))}"
+    given = f"Given a dump missing {listed(sorted(left_out))} but loading near misses of their names"
     expected = frozenset(f"MISSING={handler}" for handler in left_out)
-    hint = "A handler is loaded when a runtime of exactly its name is: compare whole names, in their case, as written."
+    hint = (
+        f"The dump loads {listed(sorted(repr(d) for d in decoys))}, near misses of those names: a handler is loaded "
+        "when a runtime of exactly its name is. Compare whole names, in their case, as written."
+    )
     took = lambda printed: hint if expected - printed else None  # noqa: E731 - it took a near miss for the handler
     return Case(given, crosscheck.planned["near-misses"].args, expected=expected, hint=took)
 

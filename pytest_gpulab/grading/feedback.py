@@ -165,12 +165,14 @@ def expect_value(
         raise StepFailed(should_be(what, expected, found, why=why), hint=hint, detail=detail)
 
 
-def listed(items: Iterable[str], conjunction: str = "and") -> str:
-    """``a``, ``a and b``, ``a, b and c``.
+def listed(items: Iterable[str], conjunction: str = "and", *, most: int | None = None) -> str:
+    """``a``, ``a and b``, ``a, b and c``; with ``most``, at most that many named (``a, b and 5 more``).
 
     Example:: listed(["a", "b", "c"])  # "a, b and c"
     """
     names = list(items)
+    if most is not None and len(names) > most:
+        return f"{', '.join(names[:most])} {conjunction} {len(names) - most} more"
     if len(names) <= 1:
         return "".join(names)
     return f"{', '.join(names[:-1])} {conjunction} {names[-1]}"

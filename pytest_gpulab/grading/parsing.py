@@ -46,6 +46,20 @@ def read_text(path: Path, display: str | None = None) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+KEY_TUPLE = re.compile(r"\((\s*'[^']*'\s*(?:,\s*'[^']*'\s*)*),?\s*\)")
+
+
+def toml_words(error: str) -> str:
+    """tomllib's error with each key path it renders as a Python tuple written as the TOML table header it is:
+    ``('plugins', 'io.containerd.grpc.v1.cri')`` becomes ``[plugins."io.containerd.grpc.v1.cri"]``."""
+
+    def header(match: re.Match[str]) -> str:
+        keys = re.findall(r"'([^']*)'", match.group(1))
+        return "[" + ".".join(key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"' for key in keys) + "]"
+
+    return KEY_TUPLE.sub(header, error)
+
+
 def load_toml(path: Path, display: str | None = None) -> dict[str, Any]:
     __tracebackhide__ = True
     display = display or str(path)
@@ -53,7 +67,7 @@ def load_toml(path: Path, display: str | None = None) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        fail(f"{display} is not valid TOML: {error}. Read it with tomllib to find the broken line.")
+        fail(f"{display} is not valid TOML: {toml_words(str(error))}. Read it with tomllib to find the broken line.")
     except RecursionError:
         fail(f"{display} is nested too deeply to be a containerd configuration.")
 

@@ -76,12 +76,18 @@ class ScriptResult:
         if self.exit_code is not None:
             return f"exited {self.exit_code}"
         if self.signal is not None:
-            try:
-                name = signal.Signals(self.signal).name
-            except ValueError:
-                name = f"signal {self.signal}"
-            return f"was killed by {name}"
+            return f"was killed by {self.signal_name}"
         return "was killed"
+
+    @property
+    def signal_name(self) -> str | None:
+        """The signal that ended it, by name (``SIGSEGV``), or None."""
+        if self.signal is None:
+            return None
+        try:
+            return signal.Signals(self.signal).name
+        except ValueError:
+            return f"signal {self.signal}"
 
     def stdout_lines(self) -> list[str]:
         return self.stdout.splitlines()
@@ -102,6 +108,7 @@ def _bash_ran_another_language(result: ScriptResult) -> str | None:
 
 
 LAB_PATH = re.compile(r"/\S*/((?:bin|out|etc|k8s|fixtures)/[^\s:'\"]+)")
+GRADER_PATH = re.compile(r"/tmp/(?:pytest-of-|gpulab-|tmp)[^\s:'\"]*/([^/\s:'\"]+)")  # a file the grader made
 KLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
 
 
@@ -119,4 +126,5 @@ def said(result: ScriptResult) -> str:
         return ""
     line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
     line = LAB_PATH.sub(r"\1", line)  # the script's path as the lab names it, not the grader's copy of it
-    return f" (it said: {line[:200]})"
+    line = GRADER_PATH.sub(r"\1", line)  # a file the grader gave it, by its own name
+    return f" (it said: {line if len(line) <= 80 else line[:77] + '...'})"

@@ -3,7 +3,8 @@
 The rows: the reference passes every step; the untouched start fails or blocks
 every step, each with a sentence and no traceback; a form passes every step
 (and carries its note); a trap fails exactly its step, saying its words, with
-only the steps it ``blocks`` blocked by it and every other step passed.
+only the steps it ``blocks`` blocked by it and every other step passed. The failing steps' sentences keep the
+rules of :mod:`.wording` (no Python rendering, no path of the grader's; sentences over 50 words are reported).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, TextIO
 from ..reports.reporting import BLOCKED, ERROR, FAILED, PASSED
 from .twin import TWIN_PROBLEMS
 from .variants import FORM, TRAP, Variant
+from .wording import MOST_WORDS, long_sentences, step_problems
 
 REFERENCE, START = "reference", "start"
 MARKS = {PASSED: "P", FAILED: "F", BLOCKED: "B", ERROR: "E"}
@@ -130,6 +132,7 @@ def _start(steps: dict[int, Step]) -> list[str]:
         if not text:
             problems.append(f"step {number} fails without a sentence")
         problems += _crashed(number, text, error_lines=False)
+        problems += step_problems(number, step)
     return problems
 
 
@@ -159,6 +162,7 @@ def _trap(variant: Variant, steps: dict[int, Step]) -> list[str]:
                 problems.append(f"step {number} {step['outcome']}, it should fail: {_quoted(text)}")
             problems += _words(number, text, variant.says, variant.says_not)
             problems += _crashed(number, text, error_lines=True)
+            problems += step_problems(number, step)
         elif number in variant.blocks:
             problems += _blocked(number, step, variant.step) + _words(number, text, variant.blocked_says, ())
         elif step["outcome"] != PASSED:
@@ -194,7 +198,11 @@ def messages(rows: list[Row]) -> str:
             continue
         step = row.steps.get(row.variant.step or 0)
         text = step_text(step) if step is not None else f"(not graded: {row.error or row.skipped or 'no such step'})"
-        out.append(f"## {row.variant.name} (step {row.variant.step}, {step['outcome'] if step else '-'})\n\n{text}\n")
+        long = long_sentences(row.variant.step or 0, step) if step is not None else []
+        over = f"\n(over {MOST_WORDS} words: {'; '.join(long)})\n" if long else ""
+        out.append(
+            f"## {row.variant.name} (step {row.variant.step}, {step['outcome'] if step else '-'})\n\n{text}\n{over}"
+        )
     return "\n".join(out)
 
 

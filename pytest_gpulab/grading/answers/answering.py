@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..feedback import Words, expect, listed, same, should_be
@@ -46,19 +46,26 @@ def _integer(value: str) -> int | None:
 
 
 def number(
-    expected: int, *, shown_as: str | None = None, why: str | None = None, hints: Mapping[int, str] | None = None
+    expected: int,
+    *,
+    shown_as: str | None = None,
+    why: str | None = None,
+    hints: Mapping[int, str] | None = None,
+    if_empty: str | None = None,
 ) -> Answer:
-    """A whole number; ``hints`` by the wrong number a known mistake writes.
+    """A whole number; ``hints`` by the wrong number a known mistake writes, ``if_empty`` for a value written empty
+    (the cause a command that printed nothing has, where the step knows it).
 
     Example:: number(2, why="as the status said", hints={3: "DESIRED drops with the taint."})
     """
     known = dict(hints or {})
-    return Answer(
-        Words(shown_as or str(expected)),
-        lambda value: _integer(value) == expected,
-        why,
-        lambda value: known.get(found) if (found := _integer(value)) is not None else None,
-    )
+
+    def hint(value: Any) -> str | None:
+        if isinstance(value, str) and not value.strip():
+            return if_empty
+        return known.get(found) if (found := _integer(value)) is not None else None
+
+    return Answer(Words(shown_as or str(expected)), lambda value: _integer(value) == expected, why, hint)
 
 
 def word(expected: str, *also: str, why: str | None = None, hint: Hint | None = None) -> Answer:
@@ -118,10 +125,15 @@ def count_of(expected: Iterable[str], *, why: str | None = None) -> Answer:
     Example:: count_of(lab.environment.node_names, why="every node carries the label")
     """
     wanted = set(expected)
+    one_more = (
+        f"{len(wanted) + 1} is one more than there are: a count of lines that took in a header line (kubectl get "
+        "without --no-headers) or an empty one."
+    )
     return Answer(
         Words(f"{len(wanted)} ({','.join(sorted(wanted))})"),
         lambda value: _integer(value) == len(wanted) or split_list(value) == wanted,
         why,
+        lambda value: one_more if _integer(value) == len(wanted) + 1 else None,
     )
 
 
@@ -164,16 +176,29 @@ def expect_answers(file: LearnerFile, answers: Mapping[str, Answer], *, detail: 
     """
     __tracebackhide__ = True
     values = file.key_values(*answers)
+    empty = [key for key, answer in answers.items() if values.get(key) == "" and not answer.accepts("")]
+    if empty and all(values.get(key) == "" or answer.accepts(values.get(key)) for key, answer in answers.items()):
+        hint = (
+            f"{listed(empty)} {'is' if len(empty) == 1 else 'are'} written empty: the command that filled "
+            f"{'it' if len(empty) == 1 else 'them'} printed nothing. Run it alone and look at what it prints."
+        )
+        answers = {key: replace(answer, hint=_or_else(answer.hint, hint)) for key, answer in answers.items()}
     expect_all(str(file), values, answers, detail={"written": values, "expected": detail})
     return values
 
 
-def missing_and_extra(expected: Iterable[str], found: Iterable[str]) -> str:
-    """``"lacks A and has B too"`` between two sets of lines; "" when they are the same."""
+def _or_else(own: Hint | None, otherwise: str) -> Hint:
+    """The answer's own hint for a value, or else ``otherwise``."""
+    return lambda value: (own(value) if own else None) or otherwise
+
+
+def missing_and_extra(expected: Iterable[str], found: Iterable[str], most: int | None = None) -> str:
+    """``"lacks A and has B too"`` between two sets of lines (with ``most``, that many of each named); "" when they
+    are the same."""
     wanted, got = set(expected), set(found)
     parts = []
     if wanted - got:
-        parts.append(f"lacks {listed(sorted(wanted - got))}")
+        parts.append(f"lacks {listed(sorted(wanted - got), most=most)}")
     if got - wanted:
-        parts.append(f"has {listed(sorted(got - wanted))}, which should not be there")
+        parts.append(f"has {listed(sorted(got - wanted), most=most)}, which should not be there")
     return " and ".join(parts)

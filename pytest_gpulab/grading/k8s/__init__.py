@@ -10,7 +10,7 @@ Example::
 Workloads: :func:`pods_of` (DaemonSet, Deployment, Job, ReplicaSet, StatefulSet), :func:`revisions_of`,
 :class:`Rollout`, :func:`image_and_memory`.
 Pods and their specs: :func:`containers`, :func:`request`, :func:`effective_request`, :func:`condition`,
-:func:`unschedulable_because`, :func:`pins_to`, :func:`selects`, :func:`tolerates`, :func:`tolerations`.
+:func:`unschedulable_because`, :func:`where_it_is`, :func:`pins_to`, :func:`selects`, :func:`tolerates`, :func:`tolerations`.
 Nodes: :func:`lab_nodes`, :func:`name_of`, :func:`is_ready`, :func:`is_cordoned`, :func:`taints`,
 :func:`is_custom`, :func:`labels_match`, :func:`daemonset_owner`, :func:`coverage_gaps`, :data:`HOSTNAME_LABEL`,
 :data:`SYSTEM_TAINT_PREFIX`; what nodes advertise: :func:`advertised`, :func:`expect_advertises`,
@@ -39,6 +39,7 @@ from .kube import (
     required_handlers,
     selects,
     unschedulable_because,
+    where_it_is,
 )
 from .manifests import not_applied, written_and_applied
 from .nodes import (
@@ -89,6 +90,7 @@ __all__ = [
     "tolerates",
     "tolerations",
     "unschedulable_because",
+    "where_it_is",
     "written_and_applied",
     "yaml_in",
 ]

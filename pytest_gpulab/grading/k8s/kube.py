@@ -109,6 +109,26 @@ def condition(obj: Obj | None, kind: str) -> dict[str, Any]:
     return next((c for c in conditions if isinstance(c, dict) and c.get("type") == kind), {})
 
 
+def where_it_is(pod: Obj | None) -> str:
+    """Where a Pod is, as the cluster says it: "Running on lab-node-0", or, for one the scheduler could not place,
+    "Pending: the scheduler says ..." with its own reason (the PodScheduled condition's message).
+
+    Example:: f"cuda-probe should run on lab-node-0; it is {where_it_is(pod)}."
+    """
+    if pod is None:
+        return "not in the cluster"
+    phase, node = dig(pod, "status", "phase") or "Pending", dig(pod, "spec", "nodeName")
+    if node:
+        return f"{phase} on {node}"
+    scheduled = condition(pod, "PodScheduled")
+    message = " ".join(str(scheduled.get("message") or "").split())
+    if scheduled.get("status") == "False" and message:
+        return (
+            f'{phase}, not scheduled: the scheduler says "{message if len(message) <= 160 else message[:157] + "..."}"'
+        )
+    return f"{phase}, not yet scheduled (the scheduler has given no reason yet)"
+
+
 def unschedulable_because(pod: Obj | None, words: str) -> bool:
     """Whether the Pod waits unscheduled with ``words`` (``Insufficient memory``) in the scheduler's message.
 

@@ -46,6 +46,13 @@ def not_applied(live: LiveCluster, file: LearnerFile, kind: str, name: str, writ
     """
     __tracebackhide__ = True
     refusal = live.refusal(written)
+    if refusal and "already exists" in refusal:
+        fail(
+            f"The {kind} {name} could not be read, though the API server says it already exists: it is being "
+            "deleted, or was made while the grader read the cluster. Wait until kubectl get shows it settled, then "
+            "grade again.",
+            detail={"written": written, "refusal": refusal},
+        )
     if refusal:
         fail(
             f"The {kind} {name} is not in the cluster: the API server refuses {file} ({refusal}).",

@@ -8,7 +8,7 @@ Example::
     scripts.expect_verdict(run.result, "bin/check.sh", "Run on gpu-operator", {"MISSING=nvidia"}, prefix="MISSING")
 
 A run: :class:`Run`, :func:`said`. Its verdict: :func:`expect_verdict`, :func:`findings_in`,
-:func:`says_ok`, and a saved one, :func:`expect_saved_verdict`. A view of the cluster a step doctors for a
+:func:`says_ok`, :func:`near_miss_hint`, and a saved one, :func:`expect_saved_verdict`. A view of the cluster a step doctors for a
 run: :class:`DoctoredView` (imported on first use: it needs the Kubernetes client), and :data:`FAILING_API`.
 The contract every checker is held to is declared with the core's ``Checker``.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...sandbox.script_result import said
 from .runs import Run
-from .verdicts import FAILING_API, expect_saved_verdict, expect_verdict, findings_in, says_ok
+from .verdicts import FAILING_API, expect_saved_verdict, expect_verdict, findings_in, near_miss_hint, says_ok
 
 if TYPE_CHECKING:
     from ...sandbox.clusterview import DoctoredView
@@ -32,6 +32,7 @@ __all__ = [
     "expect_saved_verdict",
     "expect_verdict",
     "findings_in",
+    "near_miss_hint",
     "said",
     "says_ok",
 ]

@@ -103,7 +103,9 @@ def only_reads(checker: Checker) -> Check:
         for index, case in enumerate((checker_cases.findings, checker_cases.other)):
             planned, args, digests = _only_reads_run(checker, checker_cases, index)
             run = checker_cases.runs.run(*planned.args, **planned.options)
-            changed = [case.args[n] for n, digest in digests.items() if _digest_or_none(Path(args[n])) != digest]
+            changed = [
+                Path(case.args[n]).name for n, digest in digests.items() if _digest_or_none(Path(args[n])) != digest
+            ]
             expect(
                 not changed,
                 f"{case.given}, {checker.script} wrote into the file it was given ({listed(changed)}); a checker only "
@@ -123,7 +125,7 @@ def uses_its_argument(checker: Checker) -> Check:
         given = {}
         for case in (findings, other):
             run = checker_cases.runs.run(*case.args, **case.run_options(checker))
-            given[" ".join(case.args) or "no argument"] = run.result
+            given[_shown_args(checker, case.args)] = run.result
         missed = _right(checker, next(iter(given.values())), other)
         answered = all(_answered(checker, result) for result in given.values())  # a failing run ignores nothing
         expect_uses_its_argument(
@@ -132,6 +134,12 @@ def uses_its_argument(checker: Checker) -> Check:
         )  # fmt: skip
 
     return check
+
+
+def _shown_args(checker: Checker, args: tuple[str, ...]) -> str:
+    """Arguments as a learner reads them: a file the grader made named by its own name, not the grader's path."""
+    shown = [Path(arg).name if n in checker.file_args else arg for n, arg in enumerate(args)]
+    return " ".join(shown) or "no argument"
 
 
 def _answered(checker: Checker, result: ScriptResult) -> bool:
@@ -217,10 +225,7 @@ def second_run(checker: Checker) -> Check:
         __tracebackhide__ = True
         first, then = checker_cases.changed or checker_cases.other, checker_cases.findings
         second = checker_cases.runs.task(("second-run",), _second_runs(checker, checker_cases))
-        given = (
-            f"{then.given}, on its second run (its first, with the same arguments, $TMPDIR, /tmp and $HOME: "
-            f"{first.given[0].lower()}{first.given[1:]})"
-        )
+        given = f"{then.given}, on its second run (the first in another state, with the same $TMPDIR, /tmp and $HOME)"
         fresh = checker_cases.runs.run(*then.args, **then.run_options(checker)).result
         if _right(checker, fresh, then):
             expect_answer(checker, second.result, given, then, hint=STALE_HINT)
@@ -231,7 +236,11 @@ def second_run(checker: Checker) -> Check:
             f"{given}, {checker.script} {second.result.describe()}{said(second.result)}, not what it answers on a "
             "first run in that state: it carries something over from the run before.",
             hint=STALE_HINT,
-            detail={"first_run_stdout": fresh.stdout, "second_run_stdout": second.result.stdout},
+            detail={
+                "first_run": first.given,
+                "first_run_stdout": fresh.stdout,
+                "second_run_stdout": second.result.stdout,
+            },
         )
 
     return check
@@ -248,7 +257,7 @@ def _relative_run(checker: Checker, case: Case) -> tuple[tuple[str, ...], Keeps,
     return (
         tuple(args),
         Keeps(inputs=tuple(inputs)),
-        f"{case.given}, named by the relative path {named} from its working folder",
+        f"{case.given}, as the relative path {named}",
     )
 
 

@@ -10,15 +10,21 @@ compared as a set, each printed once. Usable without pytest.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from ...labs.nearmisses import NearMiss, near_misses_in
 from ...sandbox.script_result import ScriptResult, said
 from ..answers.answering import missing_and_extra
 from ..feedback import expect, listed
 from ..learner import LearnerFile
+from .diagnose import answered, diagnosis
+
+MOST = 3  # findings named in a sentence; the rest counted ("and 4 more"), every one in the check's detail
 
 
 @dataclass(frozen=True)
@@ -93,41 +99,63 @@ def expect_verdict(
     expect_read_only(result, script, given)
     did = _what_it_did(result, script, given, verdict, prefix)
     if wanted or others:
-        each = ", each once," if len(wanted) > 1 else ""
-        should = (
-            f"it should print {listed(sorted(wanted))}{each} and exit 1, without OK"
-            if wanted
-            else f"with no {listed(kinds)} finding, its own findings ({listed(sorted(others))}) still block: exit 1"
-        )
         right = printed == wanted and not verdict.repeated() and result.exit_code == 1 and not verdict.ok
     else:
-        should = "it should print OK and exit 0"
         right = verdict.ok and not printed and result.exit_code == 0
     expect(
         not (verdict.findings and verdict.ok),
         f"{did}, and OK too: a verdict that contradicts itself. Print OK only when there is no {prefix}= line.",
         detail=facts,
     )
-    differs = missing_and_extra(wanted, printed)
-    own, pattern = hint(printed) if hint else None, _pattern_hint(printed, wanted, prefix)
+    on_stderr = set(findings_in(result.stderr, prefix))
+    should = (
+        "they are the findings it should print, on stdout, where a checker's answer goes"
+        if wanted and not verdict.findings and on_stderr == wanted
+        else _should(wanted, printed, others, prefix, kinds)
+    )
     expect(
         right,
-        f"{did}; {should}" + (f" (its output {differs})." if differs else "."),
-        hint=(own or pattern) if hint_first else (pattern or own),
+        f"{did}; {should}.",
+        hint=_cause(result, wanted, printed, prefix, hint, hint_first),
         detail=facts,
     )
     return verdict
 
 
-def _pattern_hint(printed: set[str], wanted: set[str], prefix: str) -> str | None:
-    """What a known shape of wrong output says of the script: several findings on one line, or one of many."""
+def _should(wanted: set[str], printed: set[str], others: set[str], prefix: str, kinds: tuple[str, ...]) -> str:
+    """What it should have printed: the findings named where it printed none, else what its output lacks and has
+    too (at most :data:`MOST` of each named; the check's detail has them all)."""
+    if not wanted and not others:
+        return "it should print OK and exit 0" + (
+            f": its output {missing_and_extra(wanted, printed, MOST)}" if printed else ""
+        )
+    if not wanted:
+        return f"with no {listed(kinds)} finding, its own findings ({listed(sorted(others), most=MOST)}) still block: exit 1"
+    each = ", each once," if len(wanted) > 1 else ""
+    if not printed:
+        return f"it should print {listed(sorted(wanted), most=MOST)}{each} and exit 1, without OK"
+    differs = missing_and_extra(wanted, printed, MOST)
+    return "it should print each finding once and exit 1, without OK" + (f": its output {differs}" if differs else "")
+
+
+def _cause(
+    result: ScriptResult, wanted: set[str], printed: set[str], prefix: str,
+    hint: Callable[[set[str]], str | None] | None, hint_first: bool,
+) -> str | None:  # fmt: skip
+    """The hint: a cause the run shows (:mod:`.diagnose`); else, for a run that answered, the step's own diagnosis
+    of what it printed, or the shape of its output; else none."""
+    if diagnosed := diagnosis(result, wanted, printed):
+        return diagnosed
+    if not answered(result):
+        return None
+    own, shape = hint(printed) if hint else None, _shape_hint(printed, wanted, prefix)
+    return (own or shape) if hint_first else (shape or own)
+
+
+def _shape_hint(printed: set[str], wanted: set[str], prefix: str) -> str | None:
+    """What a known shape of wrong output says of the script: several findings on one line."""
     if len(wanted) > 1 and any("," in line or " " in line.partition("=")[2].strip() for line in printed):
         return f"Print one {prefix}= line per finding, not several findings on one line."
-    if len(printed) == 1 < len(wanted) and printed == {min(wanted)}:  # the first one, in the order it meets them
-        return (
-            f"It printed only the first of the {len(wanted)} findings: if it stops at its first finding, it should "
-            "report every one, then exit 1."
-        )
     return None
 
 
@@ -135,9 +163,11 @@ def _what_it_did(result: ScriptResult, script: str, given: str, verdict: Verdict
     """ "Run on ns, bin/x.sh exited 0 and printed OK": findings it printed on stderr named as such."""
     on_stderr = findings_in(result.stderr, prefix)
     if on_stderr and not verdict.findings:
-        shown = f"no {prefix}= line on stdout ({listed(on_stderr)} went to stderr: print findings on stdout)"
+        shown = f"its {len(on_stderr)} {prefix}= lines on stderr, none on stdout"
     elif verdict.ok and not verdict.findings:
         shown = "OK"
+    elif len(verdict.findings) > MOST:
+        shown = f"{len(verdict.findings)} {prefix}= lines"
     else:
         shown = listed(verdict.findings) or f"no {prefix}= line and no OK"
     return f"{given}, {script} {result.describe()}{said(result) if not on_stderr else ''} and printed {shown}"
@@ -184,7 +214,7 @@ def expect_read_only(result: ScriptResult, script: str, given: str) -> None:
     Example:: expect_read_only(run.result, "bin/preflight.sh", "Run on the cluster as it is now")
     """
     __tracebackhide__ = True
-    tried = listed(f"{method} {path.split('?')[0]}" for method, path in result.writes)
+    tried = listed(dict.fromkeys(f"{method} {path.split('?')[0]}" for method, path in result.writes), most=2)
     expect(
         not result.writes,
         f"{given}, {script} tried to change the cluster ({tried}); a checker only reads: report what you "
@@ -225,7 +255,8 @@ def expect_fails_closed(result: ScriptResult, script: str, fault: str, *, prefix
     expect(
         not success,
         f"{given or FAILING_API[fault]}, {script} {result.describe()}{said(result)} and {printed}: it reports success "
-        f"on what it could not read. {FAIL_CLOSED_ADVICE.get(fault, FAIL_CLOSED_ADVICE['unavailable'])}",
+        "on what it could not read.",
+        hint=FAIL_CLOSED_ADVICE.get(fault, FAIL_CLOSED_ADVICE["unavailable"]),
         detail={"fault": fault, "stdout": result.stdout, "stderr": result.stderr, "exit": result.exit_code},
     )
 
@@ -246,3 +277,29 @@ def expect_uses_its_argument(
         f"it ignores {argument}. Use the argument it is given, not a value written in the script.",
         detail={given: result.stdout for given, result in runs.items()},
     )
+
+
+def near_miss_hint(paths: Iterable[Path], expected: Iterable[str]) -> Callable[[set[str]], str | None]:
+    """For a near-miss case: which near miss a wrong finding concerns, in its author's words (the comment above it
+    in the lab's near-miss file), so the learner learns what their rule did not tell apart.
+
+    Example:: Case(given, args, {"view": view}, expected, hint=scripts.near_miss_hint(lab.near_misses, expected))
+    """
+    misses, wanted = near_misses_in(paths), set(expected)
+
+    def hint(printed: set[str]) -> str | None:
+        if not printed and wanted:  # it found nothing at all: no near miss is what it got wrong
+            return None
+        named = [miss for miss in misses if any(_concerns(miss, line) for line in printed ^ wanted)]
+        return " ".join(f"{miss.name} is a near miss: {miss.note}." for miss in named[:2]) or None
+
+    return hint
+
+
+def _concerns(miss: NearMiss, finding: str) -> bool:
+    """Whether a finding names the near miss, or (a Pod) names its node and a name its own begins with."""
+    if re.search(rf"[/=]{re.escape(miss.name)}(/|$)", finding):
+        return True
+    node = ((miss.obj.get("spec") or {}).get("nodeName")) if miss.kind == "Pod" else None
+    owner, _, where = finding.partition("=")[2].rpartition("/")
+    return bool(node) and where == node and bool(owner) and miss.name.startswith(owner)
