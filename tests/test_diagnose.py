@@ -99,3 +99,13 @@ def test_a_step_hint_is_given_to_a_run_that_answered(tmp_path):
     with pytest.raises(StepFailed) as failed:
         expect_verdict(result, "bin/check.sh", "Run on ns", TWO, prefix="MISSING", hint=lambda _: "STEP HINT")
     assert failed.value.hint == "STEP HINT"
+
+
+def test_an_exit_status_checker_ended_by_a_counter_under_set_e(tmp_path):
+    from pytest_gpulab.grading.scripts.diagnose import exit_diagnosis
+
+    text = "#!/bin/bash\nset -e\nfound=0\nfor r in a b; do ((found++)); done\n[ $found -gt 0 ]\n"
+    result = ran(tmp_path, text, exit_code=1)
+    said = exit_diagnosis(result, should_succeed=True) or ""
+    assert "set -e" in said and "((n++))" in said
+    assert exit_diagnosis(result, should_succeed=False) is None  # exiting 1 is then the right answer

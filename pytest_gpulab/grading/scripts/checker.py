@@ -33,6 +33,7 @@ from typing import Any
 
 from ...sandbox.script_result import ScriptResult, said
 from ..feedback import expect, listed
+from .diagnose import exit_diagnosis
 from .runs import ScriptRuns
 from .verdicts import expect_verdict
 
@@ -138,6 +139,6 @@ def expect_answer(checker: Checker, result: ScriptResult, given: str, case: Case
         right and not result.timed_out and not result.flooded,
         f"{given}, {checker.script} {result.describe()}{said(result)}; it should "
         + ("exit 0." if not case.expected else "exit non-zero."),
-        hint=hint,
+        hint=exit_diagnosis(result, should_succeed=not case.expected) or hint,
         detail={"stdout": result.stdout, "stderr": result.stderr, "exit": result.exit_code},
     )

@@ -225,7 +225,7 @@ def second_run(checker: Checker) -> Check:
         __tracebackhide__ = True
         first, then = checker_cases.changed or checker_cases.other, checker_cases.findings
         second = checker_cases.runs.task(("second-run",), _second_runs(checker, checker_cases))
-        given = f"{then.given}, on its second run (the first in another state, with the same $TMPDIR, /tmp and $HOME)"
+        given = f"{then.given}, on its second run (the first in another state, with the same arguments, $TMPDIR, /tmp and $HOME)"
         fresh = checker_cases.runs.run(*then.args, **then.run_options(checker)).result
         if _right(checker, fresh, then):
             expect_answer(checker, second.result, given, then, hint=STALE_HINT)

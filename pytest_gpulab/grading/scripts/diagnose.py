@@ -138,6 +138,23 @@ def diagnosis(result: ScriptResult, wanted: set[str], printed: set[str]) -> str 
     return None
 
 
+def exit_diagnosis(result: ScriptResult, *, should_succeed: bool) -> str | None:
+    """For a checker that answers by its exit status alone: the cause its run shows for exiting the wrong way, or
+    None. A silent non-zero exit where it should exit 0 under ``set -e`` is one of the commands that end it."""
+    text = script_text(result)
+    for diagnose in (_ended_by_force, _syntax):
+        if found := diagnose(result, text, set(), set()):
+            return found
+    if should_succeed and result.exit_code not in (0, None) and not result.stderr.strip() and SET_E.search(text):
+        suspects = [why for pattern, why in SILENT_FAILERS if pattern.search(text)]
+        if suspects:
+            return (
+                f"It exited {result.exit_code} without a word: under set -e a command that fails ends the script "
+                f"silently, and here {' and '.join(suspects)}."
+            )
+    return None
+
+
 def answered(result: ScriptResult) -> bool:
     """Whether the run ended by itself with a checker's answer (exit 0 or 1), so a wrong one is about what it read."""
     return not (result.timed_out or result.flooded or result.start_error) and result.exit_code in (0, 1)
