@@ -127,4 +127,4 @@ def said(result: ScriptResult) -> str:
     line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
     line = LAB_PATH.sub(r"\1", line)  # the script's path as the lab names it, not the grader's copy of it
     line = GRADER_PATH.sub(r"\1", line)  # a file the grader gave it, by its own name
-    return f" (it said: {line if len(line) <= 80 else line[:77] + '...'})"
+    return f" (it said: {line if len(line) <= 120 else line[:117] + '...'})"
