@@ -147,18 +147,25 @@ def pools_as_step_5_makes_them(live):
     )
 
 
-def test_gate_at_the_end_state(gate, live, lab):
+@pytest.fixture(scope="module")
+def may_add(lab_cluster, lab):
+    """What a gate may also block on in the cluster as it is, read once for the step's checks."""
+    live = lab_cluster.live_or_fail()
+    return may_block(live, k8s.lab_nodes(live, lab.environment.node_names))
+
+
+def test_gate_at_the_end_state(gate, live, lab, may_add):
     nodes = k8s.lab_nodes(live, lab.environment.node_names)
     expected = blockers(live, nodes)
     run = gate.run(cluster=True)
     scripts.expect_verdict(
         run.result, SCRIPT, "Run on the cluster as it is now", set(expected), prefix="BLOCKED",
         hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
-        kinds=KINDS, may_add=may_block(live, nodes),
+        kinds=KINDS, may_add=may_add,
     )  # fmt: skip
 
 
-def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown, tainted_view):
+def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown, tainted_view, may_add):
     nodes = k8s.lab_nodes(live, lab.environment.node_names)
     expected = blockers(live, nodes, shown)
     ((node, (taint,)),) = shown.items()
@@ -166,7 +173,7 @@ def test_gate_on_a_custom_taint_it_did_not_see_in_the_lab(gate, live, lab, shown
         gate.run(cluster=True, view=tainted_view).result, SCRIPT,
         f"With {node} also carrying the {taint['effect']} taint {taint['key']}", set(expected), prefix="BLOCKED",
         hint=lambda printed: system_taint_reported(printed) or why_missed(expected)(printed), hint_first=True,
-        kinds=KINDS, may_add=may_block(live, nodes),
+        kinds=KINDS, may_add=may_add,
     )  # fmt: skip
 
 

@@ -14,9 +14,10 @@ Usable without pytest: :func:`diagnosis`.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable
-from pathlib import Path
 
 from ...sandbox.script_result import ScriptResult
 
@@ -33,12 +34,15 @@ SILENT_FAILERS = (
 
 def script_text(result: ScriptResult) -> str:
     """The text of the script the run ran (its path is in the command), or "" when it cannot be read."""
-    path = result.command[1] if result.ran_with_bash and len(result.command) > 1 else result.command[0]
     try:
-        with Path(path).open("rb") as handle:
-            return handle.read(TEXT_LIMIT).decode("utf-8", "replace")
+        path = result.command[1] if result.ran_with_bash and len(result.command) > 1 else result.command[0]
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # never a link to the grader's files
     except (OSError, IndexError):
         return ""
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return ""
+        return handle.read(TEXT_LIMIT).decode("utf-8", "replace")
 
 
 def interpreter(text: str) -> str | None:
@@ -78,7 +82,9 @@ def _first_only(result: ScriptResult, text: str, wanted: set[str], printed: set[
     lines = text.splitlines()
     for number, line in enumerate(lines):
         if re.search(r"\[0\]", line) and re.search(r"echo|print|items|jsonpath|\$\{", line):
-            return f"It reads only the first item of a list (line {number + 1}: {line.strip()[:80]}): go through all."
+            found = re.search(r"\S{0,30}\[0\]\S{0,20}", line)
+            shown = found.group(0) if found else "[0]"
+            return f"It reads only the first item of a list (line {number + 1}: {shown}): go through all."
         indent = len(line) - len(line.lstrip())
         if indent and re.search(r"(echo|print|printf)\b.*=", line):  # a finding printed inside a block
             after = " ".join(x for x in lines[number + 1 : number + 3] if len(x) - len(x.lstrip()) >= indent)
