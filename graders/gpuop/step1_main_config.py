@@ -58,7 +58,10 @@ def test_default_runtime(config):
 def test_runc_runtime(config):
     runc = containerd.runtime_table(config, CONFIG, "runc")
     expect_value(
-        runc.get("runtime_type"), "io.containerd.runc.v2", f"{CONFIG}: runtime_type in [{RUNC}]", detail=config
+        containerd.runtime_key(runc, "runtime_type", CONFIG, RUNC),
+        "io.containerd.runc.v2",
+        f"{CONFIG}: runtime_type in [{RUNC}]",
+        detail=config,
     )
     systemd = containerd.runtime_option(runc, "SystemdCgroup", CONFIG, RUNC)
     expect_value(

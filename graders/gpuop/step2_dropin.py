@@ -24,7 +24,8 @@ def nvidia(dropin):
 
 
 def test_nvidia_runtime(nvidia):
-    expect_value(nvidia.get("runtime_type"), "io.containerd.runc.v2", f"{DROPIN}: runtime_type", detail=nvidia)
+    runtime_type = containerd.runtime_key(nvidia, "runtime_type", DROPIN, NVIDIA)
+    expect_value(runtime_type, "io.containerd.runc.v2", f"{DROPIN}: runtime_type", detail=nvidia)
     binary = containerd.runtime_option(nvidia, "BinaryName", DROPIN, NVIDIA)
     expect_value(
         binary,

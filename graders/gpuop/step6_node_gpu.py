@@ -40,6 +40,10 @@ def allowed_amounts(live, lab):
     return allowed
 
 
+def advertising(expected):
+    return {name for name, allowed in expected.items() if 0 not in allowed}
+
+
 def test_node_gpu_table(learner, live, lab):
     table = learner.file(TABLE).amount_table()
     expected = allowed_amounts(live, lab)
@@ -59,4 +63,9 @@ def test_node_gpu_table(learner, live, lab):
         name for name, amounts in table.items() if name not in expected and all(isinstance(a, int) for a in amounts)
     ]
     wrong += [f"{name} is not a node of this cluster" for name in unknown]
-    expect(not wrong, f"{TABLE}: {'; '.join(wrong)} (as the cluster advertises each node's GPUs).", detail=table)
+    expect(
+        not wrong,
+        f"{TABLE}: {'; '.join(wrong)} (as the cluster advertises each node's GPUs).",
+        hint=answers.unresolved_path_hint(learner.file(TABLE).text(), advertising(expected), GPU),
+        detail=table,
+    )

@@ -127,6 +127,9 @@ def test_rollout_stalled_on_memory(live, lab, daemonset):
     )
 
 
+NUMBERS = {"DESIRED": "desiredNumberScheduled", "UPDATED": "updatedNumberScheduled", "READY": "numberReady"}
+
+
 def test_rollout_report(learner, live, daemonset):
     found = k8s.Rollout.of(daemonset)
     old_pods = sum(k8s.image_and_memory(p)[0] == FIRST[0] for p in k8s.pods_of(live, daemonset))
@@ -135,6 +138,10 @@ def test_rollout_report(learner, live, daemonset):
         "OLD_IMAGE_PODS": old_pods, "MAX_UNAVAILABLE": max_unavailable(daemonset),
     }  # fmt: skip
     asked = {key: answers.word(str(value), why="as the live DaemonSet shows") for key, value in shown_live.items()}
+    for key, field in NUMBERS.items():
+        if isinstance(shown_live[key], int):
+            hints = k8s.misread_numbers(daemonset, field)
+            asked[key] = answers.number(shown_live[key], why="as the live DaemonSet shows", hints=hints)
     answers.expect_answers(
         learner.file(REPORT), {**asked, "BLOCKER": answers.phrase("insufficient-memory")}, detail=shown_live
     )

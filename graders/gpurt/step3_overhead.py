@@ -128,5 +128,6 @@ def test_over_waits_on_its_overhead(live):
     expect(
         k8s.unschedulable_because(pod, "Insufficient cpu"),
         f"over should stay Pending for Insufficient cpu (900m + 250m overhead > 1 cpu); it is {k8s.where_it_is(pod)}.",
+        hint=k8s.added_by_runtimeclass(pod, live.get("RuntimeClass", "nvidia-overhead")),
         detail=dig(pod, "status"),
     )

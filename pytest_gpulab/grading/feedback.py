@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+HEADLINE_WORDS = 50  # a learner's sentence at most; what does not fit goes in the hint or the check's detail
+
 
 def with_hint(message: str | None, hint: str | None) -> str | None:
     """What a learner reads of a failure: the message, then ``Hint:`` and the hint when there is one."""

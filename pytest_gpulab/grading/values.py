@@ -168,3 +168,19 @@ def read_amount_table(path: Path, display: str | None = None) -> dict[str, list[
             fail(f"{display} lists {name} twice; keep the one row that is right.")
         amounts[name] = parsed
     return amounts
+
+
+def unresolved_path_hint(text: str, names: set[str], resource: str) -> str | None:
+    """A diagnosis for a table whose row for one of ``names`` reads ``<none>`` where ``resource`` should show:
+    kubectl prints ``<none>`` where a column's path found nothing, as an unescaped dot in its name does.
+
+    Example:: unresolved_path_hint(learner.file(TABLE).text(), {"lab-node-0"}, "nvidia.com/gpu")
+    """
+    rows = [row.split() for row in text.splitlines()]
+    if not any(row and row[0].removeprefix("node/") in names and "<none>" in row[1:] for row in rows):
+        return None
+    escaped = resource.replace(".", "\\.")
+    return (
+        f"<none> is what kubectl prints where a column's path found nothing: {resource} holds dots, which a "
+        f"custom-columns or jsonpath path splits at unless they are escaped, as in .status.allocatable.{escaped}."
+    )

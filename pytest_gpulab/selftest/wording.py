@@ -1,8 +1,7 @@
 """The rules every learner-facing sentence keeps, held by ``gpulab selftest`` over each trap's and the untouched
 start's failing steps: values as the learner wrote them, never a Python rendering (a tuple, a list or a dict of
 quoted strings); and no path of the grader's own (its temporary folders), since a learner's file is named from the
-lab root. A headline of at most 50 words (detail goes in the hint or the check's detail field) is reported by
-``--messages`` (:func:`long_sentences`), not yet held.
+lab root; and a headline of at most 50 words (detail goes in the hint or the check's detail field).
 """
 
 from __future__ import annotations
@@ -10,14 +9,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-MOST_WORDS = 50
+from ..grading.feedback import HEADLINE_WORDS as MOST_WORDS
+
 PYTHON_RENDERING = re.compile(r"\(\s*'[^']*'\s*,\s*'|\[\s*'[^']*'\s*,\s*'|\{\s*'[^']*'\s*:")
 GRADER_PATH = re.compile(r"/tmp/(?:pytest-of-|gpulab-|tmp)\S*|pytest-of-\w+|/learner-scripts/|/lab-snapshot/")
 
 
 def long_sentences(number: int, step: dict[str, Any]) -> list[str]:
-    """The step's headlines over :data:`MOST_WORDS` words. Reported by ``--messages``, not yet held: some of the
-    labs' sentences are still a few words over."""
+    """The step's headlines over :data:`MOST_WORDS` words."""
     texts = [(f"step {number}'s sentence", step.get("message") or "")]
     texts += [(f"step {number}'s check {c.get('name')}", c.get("message") or "") for c in step.get("checks") or []
               if c.get("outcome") != "passed"]  # fmt: skip
@@ -35,7 +34,10 @@ def sentence_problems(where: str, text: str) -> list[str]:
 
 def step_problems(number: int, step: dict[str, Any]) -> list[str]:
     """The rules the step's sentence and its unsuccessful checks' sentences and hints break."""
-    problems = sentence_problems(f"step {number}'s sentence", step.get("message") or "")
+    problems = [
+        f"{long} ({MOST_WORDS} at most: put detail in the hint or detail)" for long in long_sentences(number, step)
+    ]
+    problems += sentence_problems(f"step {number}'s sentence", step.get("message") or "")
     for check in step.get("checks") or []:
         if check.get("outcome") == "passed":
             continue

@@ -10,12 +10,13 @@ Answers of one kind: :func:`number`, :func:`yes_no`, :func:`word`, :func:`phrase
 :func:`containing`, :func:`items`, :func:`count_of`, :class:`Answer`.
 Judging a file of them: :func:`expect_answers`, :func:`expect_all`.
 Values as Kubernetes and people write them: :func:`quantity_bytes`, :func:`parse_quantity_number`,
-:func:`parse_yes_no`, :func:`split_list`.
+:func:`parse_yes_no`, :func:`split_list`;
+a table's ``<none>`` where a path found nothing: :func:`unresolved_path_hint`.
 """
 
 from __future__ import annotations
 
-from ..values import parse_quantity_number, parse_yes_no, quantity_bytes, split_list
+from ..values import parse_quantity_number, parse_yes_no, quantity_bytes, split_list, unresolved_path_hint
 from .answering import (
     Answer,
     containing,
@@ -44,6 +45,7 @@ __all__ = [
     "phrase",
     "quantity_bytes",
     "split_list",
+    "unresolved_path_hint",
     "word",
     "yes_no",
 ]

@@ -121,6 +121,25 @@ def runtime_option(runtime: dict[str, Any], key: str, display: str, runtime_path
     return None
 
 
+def runtime_key(runtime: dict[str, Any], key: str, display: str, runtime_path: str) -> Any:
+    """A key of the runtime table itself (``runtime_type``); one written in its ``options`` fails, saying where.
+
+    Example:: runtime_key(nvidia, "runtime_type", DROPIN, f'plugins."{CRI_V2}".containerd.runtimes.nvidia')
+    """
+    __tracebackhide__ = True
+    if key in runtime:
+        return runtime[key]
+    misplaced = find_key(runtime, key)
+    if misplaced:
+        where = f"[{runtime_path}{''.join('.' + part for part in misplaced[0][0])}]"
+        fail(
+            f"{display} has {key} in {where}, where containerd does not read it: it belongs in [{runtime_path}].",
+            hint=f"Move {key} up to the runtime's own table, above its options.",
+            detail=runtime,
+        )
+    return None
+
+
 def stranded_table(document: dict[str, Any], key: str) -> str | None:
     """The table a top-level key was written under by mistake (after a [table] header), if any.
 
@@ -194,7 +213,9 @@ def expect_plugins_match_version(
         fail(
             f"{display} {source}, yet writes [{table}], a version 3 plugin name: a version 2 containerd "
             "has no such plugin and ignores the table without a word.",
-            hint=f'In version 2 the runtimes live under plugins."{CRI_V2}".containerd.',
+            hint="Its plugin names are version 3's: state version = 3 at the top of the file."
+            if read_as == 3
+            else f'In version 2 the runtimes live under plugins."{CRI_V2}".containerd.',
             detail=document,
         )
     home = V3_HOMES.get(table.removeprefix(f'plugins."{CRI_V2}".').split(".")[0], V3_HOMES["containerd"])

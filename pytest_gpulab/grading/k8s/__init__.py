@@ -8,9 +8,9 @@ Example::
     k8s.written_and_applied(file, live, "Pod", "team-a/trainer", check)
 
 Workloads: :func:`pods_of` (DaemonSet, Deployment, Job, ReplicaSet, StatefulSet), :func:`revisions_of`,
-:class:`Rollout`, :func:`image_and_memory`.
+:class:`Rollout`, :func:`image_and_memory`, :func:`misread_numbers` (a DaemonSet number read from another field).
 Pods and their specs: :func:`containers`, :func:`request`, :func:`effective_request`, :func:`condition`,
-:func:`unschedulable_because`, :func:`where_it_is`, :func:`pins_to`, :func:`selects`, :func:`tolerates`, :func:`tolerations`.
+:func:`unschedulable_because`, :func:`where_it_is`, :func:`added_by_runtimeclass`, :func:`pins_to`, :func:`selects`, :func:`tolerates`, :func:`tolerations`.
 Nodes: :func:`lab_nodes`, :func:`name_of`, :func:`is_ready`, :func:`is_cordoned`, :func:`taints`,
 :func:`is_custom`, :func:`labels_match`, :func:`daemonset_owner`, :func:`coverage_gaps`, :data:`HOSTNAME_LABEL`,
 :data:`SYSTEM_TAINT_PREFIX`; what nodes advertise: :func:`advertised`, :func:`expect_advertises`,
@@ -44,6 +44,7 @@ from .kube import (
 from .manifests import not_applied, written_and_applied
 from .nodes import (
     SYSTEM_TAINT_PREFIX,
+    added_by_runtimeclass,
     coverage_gaps,
     daemonset_owner,
     is_cordoned,
@@ -56,12 +57,13 @@ from .nodes import (
     tolerates,
     tolerations,
 )
-from .workloads import pods_of, revisions_of
+from .workloads import misread_numbers, pods_of, revisions_of
 
 __all__ = [
     "HOSTNAME_LABEL",
     "SYSTEM_TAINT_PREFIX",
     "Rollout",
+    "added_by_runtimeclass",
     "advertised",
     "check_runtimeclass",
     "condition",
@@ -78,6 +80,7 @@ __all__ = [
     "is_ready",
     "lab_nodes",
     "labels_match",
+    "misread_numbers",
     "name_of",
     "not_applied",
     "pins_to",

@@ -15,7 +15,7 @@ from ...labs.labfile import HOSTNAME_LABEL
 from ..feedback import fail
 from ..live import LiveCluster
 from ..parsing import dig
-from .kube import condition
+from .kube import condition, unschedulable_because
 
 Obj = Mapping[str, Any]
 SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"
@@ -169,3 +169,24 @@ def coverage_gaps(
             detail={"namespace": namespace},
         )
     return uncovered(daemonsets, selected_nodes(live, daemonsets), pods)
+
+
+def added_by_runtimeclass(pod: Obj | None, runtimeclass: Obj | None) -> str | None:
+    """A diagnosis for a Pod the scheduler cannot place for its selector, where the selector is not the Pod's own:
+    its RuntimeClass's ``scheduling.nodeSelector``, which the API server adds to every Pod that names the class.
+
+    Example:: hint=k8s.added_by_runtimeclass(pod, live.get("RuntimeClass", "nvidia-overhead"))
+    """
+    added = dig(runtimeclass, "scheduling", "nodeSelector") or {}
+    if not isinstance(added, dict) or not added or not unschedulable_because(pod, "node affinity/selector"):
+        return None
+    selector = dig(pod, "spec", "nodeSelector") or {}
+    carried = {key: value for key, value in added.items() if selector.get(key) == value}
+    if not carried:
+        return None
+    pairs = ", ".join(f"{key}={value}" for key, value in carried.items())
+    name = dig(runtimeclass, "metadata", "name")
+    return (
+        f"The selector {pairs} is not the Pod's own: the RuntimeClass {name} adds it from its scheduling.nodeSelector "
+        "to every Pod that names the class, and the Pod's node does not carry it."
+    )

@@ -84,3 +84,32 @@ def revisions_of(live: LiveCluster, workload: Obj, *, allow_empty: bool = False)
     namespace = dig(workload, "metadata", "namespace")
     revisions = owned_by(live.list("ControllerRevision", namespace, labels=selector_labels(workload)), workload)
     return found(revisions, workload, "ControllerRevisions", allow_empty)
+
+
+DAEMONSET_NUMBERS = {
+    "desiredNumberScheduled": "the nodes that should run its Pod",
+    "currentNumberScheduled": "the nodes running any of its Pods, of the old template or the new",
+    "updatedNumberScheduled": "the nodes running a Pod of its current template",
+    "numberReady": "the nodes whose Pod is Ready",
+    "numberAvailable": "the nodes whose Pod has been Ready for minReadySeconds",
+    "numberMisscheduled": "the nodes running its Pod that should not",
+}
+
+
+def misread_numbers(workload: Obj, field: str) -> dict[int, str]:
+    """A diagnosis for a DaemonSet number read from the wrong status field: {that field's value: a sentence naming
+    both fields}, for each other field whose value differs from ``field``'s.
+
+    Example:: answers.number(1, hints=k8s.misread_numbers(ds, "updatedNumberScheduled"))
+    """
+    status = dig(workload, "status") or {}
+    asked = status.get(field, 0)
+    hints: dict[int, str] = {}
+    for other, meaning in DAEMONSET_NUMBERS.items():
+        value = status.get(other, 0)
+        if other != field and isinstance(value, int) and value != asked and value not in hints:
+            hints[value] = (
+                f"{value} is the DaemonSet's status.{other}, {meaning}; this answer is status.{field}, "
+                f"{DAEMONSET_NUMBERS[field]}."
+            )
+    return hints

@@ -282,9 +282,20 @@ def near_misses(checker: Checker) -> Check:
                 f"The step declares {checker.script}'s contract but gives no near-miss case (Cases(near_misses=...)): "
                 "a checker tried only on the lab's own objects is not tried on what its rule must tell apart."
             )
-        _verdict(checker, checker_cases, case, case.given)
+        _verdict(checker, checker_cases, _hint_if_right_elsewhere(checker, checker_cases, case), case.given)
 
     return check
+
+
+def _hint_if_right_elsewhere(checker: Checker, cases: Cases, case: Case) -> Case:
+    """A near-miss case's hint names what the rule did not tell apart. A checker that is also wrong on the step's
+    own states is wrong for another cause, which their checks name: its near-miss verdict then has no hint."""
+    for other in (cases.findings, cases.other):
+        try:
+            _verdict(checker, cases, other, other.given)
+        except StepFailed:
+            return replace(case, hint=None)
+    return case
 
 
 def waived(reason: str) -> Check:

@@ -20,7 +20,7 @@ from typing import Any
 from ...labs.nearmisses import NearMiss, near_misses_in
 from ...sandbox.script_result import ScriptResult, said
 from ..answers.answering import missing_and_extra
-from ..feedback import expect, listed
+from ..feedback import HEADLINE_WORDS, expect, listed
 from ..learner import LearnerFile
 from .diagnose import answered, diagnosis
 
@@ -113,6 +113,8 @@ def expect_verdict(
         if wanted and not verdict.findings and on_stderr == wanted
         else _should(wanted, printed, others, prefix, kinds)
     )
+    if len(f"{did}; {should}.".split()) > HEADLINE_WORDS:  # the script's own words stay in the detail
+        did = _what_it_did(result, script, given, verdict, prefix, quote=False)
     expect(
         right,
         f"{did}; {should}.",
@@ -159,7 +161,9 @@ def _shape_hint(printed: set[str], wanted: set[str], prefix: str) -> str | None:
     return None
 
 
-def _what_it_did(result: ScriptResult, script: str, given: str, verdict: Verdict, prefix: str) -> str:
+def _what_it_did(
+    result: ScriptResult, script: str, given: str, verdict: Verdict, prefix: str, *, quote: bool = True
+) -> str:
     """ "Run on ns, bin/x.sh exited 0 and printed OK": findings it printed on stderr named as such."""
     on_stderr = findings_in(result.stderr, prefix)
     if on_stderr and not verdict.findings:
@@ -170,7 +174,8 @@ def _what_it_did(result: ScriptResult, script: str, given: str, verdict: Verdict
         shown = f"{len(verdict.findings)} {prefix}= lines"
     else:
         shown = listed(verdict.findings) or f"no {prefix}= line and no OK"
-    return f"{given}, {script} {result.describe()}{said(result) if not on_stderr else ''} and printed {shown}"
+    quoted = said(result) if quote and not on_stderr else ""
+    return f"{given}, {script} {result.describe()}{quoted} and printed {shown}"
 
 
 def expect_saved_verdict(
