@@ -71,6 +71,7 @@ def test_exits_0_when_nvidia_is_loaded(runs, learner, feedback):
     expect(
         result.exit_code == 0,
         f"Given a dump that has runtimes.nvidia, {SCRIPT} {result.describe()}{scripts.said(result)}; it should exit 0.",
+        hint=scripts.exit_diagnosis(result, should_succeed=True),
         detail=result.__dict__,
     )
 
@@ -90,7 +91,9 @@ def test_exits_nonzero_when_nvidia_is_not_loaded(runs):
     expect(
         not result.timed_out and not result.flooded and result.exit_code not in (0, None),
         f"Given a dump without runtimes.nvidia, {SCRIPT} {result.describe()}{scripts.said(result)}; it should exit non-zero so the check can fail.",
-        hint=why_it_said_loaded(runs) if result.exit_code == 0 else None,
+        hint=why_it_said_loaded(runs)
+        if result.exit_code == 0
+        else scripts.exit_diagnosis(result, should_succeed=False),
         detail=result.__dict__,
     )
 

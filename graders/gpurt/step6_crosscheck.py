@@ -123,7 +123,8 @@ def checker_cases(crosscheck, cases, required):
 
 def near_miss_case(crosscheck, cases):
     left_out, _, decoys = cases["near-misses"]
-    given = f"Given a dump missing {listed(sorted(left_out))} but loading near misses of their names"
+    names = "its name" if len(left_out) == 1 else "their names"
+    given = f"Given a dump missing {listed(sorted(left_out))} but loading near misses of {names}"
     expected = frozenset(f"MISSING={handler}" for handler in left_out)
     hint = (
         f"The dump loads {listed(sorted(repr(d) for d in decoys))}, near misses of those names: a handler is loaded "

@@ -97,19 +97,21 @@ DAEMONSET_NUMBERS = {
 
 
 def misread_numbers(workload: Obj, field: str) -> dict[int, str]:
-    """A diagnosis for a DaemonSet number read from the wrong status field: {that field's value: a sentence naming
-    both fields}, for each other field whose value differs from ``field``'s.
+    """A diagnosis for a DaemonSet number read from the wrong status field: {a value of other fields: a sentence
+    naming them and ``field``}, for each value that differs from ``field``'s.
 
     Example:: answers.number(1, hints=k8s.misread_numbers(ds, "updatedNumberScheduled"))
     """
     status = dig(workload, "status") or {}
     asked = status.get(field, 0)
-    hints: dict[int, str] = {}
-    for other, meaning in DAEMONSET_NUMBERS.items():
+    fields: dict[int, list[str]] = {}
+    for other in DAEMONSET_NUMBERS:
         value = status.get(other, 0)
-        if other != field and isinstance(value, int) and value != asked and value not in hints:
-            hints[value] = (
-                f"{value} is the DaemonSet's status.{other}, {meaning}; this answer is status.{field}, "
-                f"{DAEMONSET_NUMBERS[field]}."
-            )
-    return hints
+        if other != field and isinstance(value, int) and value != asked:
+            fields.setdefault(value, []).append(other)
+    return {
+        value: f"{value} is the DaemonSet's "
+        + " and ".join(f"status.{other} ({DAEMONSET_NUMBERS[other]})" for other in others)
+        + f"; this answer is status.{field}, {DAEMONSET_NUMBERS[field]}."
+        for value, others in fields.items()
+    }
