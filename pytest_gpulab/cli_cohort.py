@@ -3,7 +3,7 @@
 gpulab bundle gpuop -o alice.gpulab.tar.gz   the lab root and the cluster, in one file
 gpulab grade alice.gpulab.tar.gz             grade it in a fresh cluster of its own
 gpulab grade-batch DIR --jobs 2 --out RESULTS   every bundle in DIR, and the cohort report
-gpulab cohort-report RESULTS                 write the cohort report again
+gpulab cohort-report RESULTS                 write the cohort report again (--gradebook canvas|moodle --roster FILE)
 gpulab cohort-diff OLD NEW                   what a regrade changed, learner by learner
 gpulab job-manifest DIR --image IMG --claim PVC   the batch as a Kubernetes Indexed Job
 gpulab job-entry                             what each of the Job's Pods runs
@@ -26,6 +26,7 @@ from .cohort import autograder, jobs, seccomp
 from .cohort.batch import bundles_in, grade_batch, read_roster
 from .cohort.bundle import write_bundle
 from .cohort.diff import DIFF_FOLDER, Diff, compare_folders, write_diff
+from .cohort.gradebook import CANVAS, MOODLE, MOODLE_IDENTIFIERS, GradebookError, to_check_path, write_gradebook
 from .cohort.regrade import GRADED, REFUSED, grade_bundle, learner_name
 from .cohort.report import write_reports
 from .labs.discovery import discover
@@ -108,6 +109,27 @@ def cmd_cohort_report(args: argparse.Namespace) -> int:
         return 1
     cohort = write_reports(Path(args.results), Path(args.compare) if args.compare else None)
     print(f"{len(cohort.learners)} learners; wrote cohort.csv, cohort.json and cohort.html in {args.results}")
+    return _gradebook(args) if args.gradebook else 0
+
+
+def _gradebook(args: argparse.Namespace) -> int:
+    if not args.roster:
+        print("gpulab: --gradebook needs --roster FILE (docs/instructors.md, 'Grades into the LMS')", file=sys.stderr)
+        return 1
+    try:
+        book, path = write_gradebook(
+            Path(args.results), Path(args.roster), args.gradebook, assignment=args.assignment,
+            missing_as_zero=args.missing_as_zero, identifier=args.identifier,
+            out=Path(args.gradebook_out) if args.gradebook_out else None,
+        )  # fmt: skip
+    except (GradebookError, ValueError) as error:
+        print(f"gpulab: {error}", file=sys.stderr)
+        return 1
+    for learner, what, detail in book.to_check:
+        print(f"  {learner or '-'}: {what}: {detail}", file=sys.stderr)
+    identified = f", identified by {book.identifier}" if book.identifier else ""
+    print(f"wrote {path} for {args.gradebook} ({len(book.rows)} roster learners{identified}); "
+          f"{len(book.to_check)} things to check first, in {to_check_path(path)}")  # fmt: skip
     return 0
 
 
@@ -153,6 +175,29 @@ SEED_SECRET_HELP = (
 )
 
 
+def _gradebook_options(report: argparse.ArgumentParser) -> None:
+    report.add_argument(
+        "--gradebook",
+        choices=[CANVAS, MOODLE],
+        help="also write the CSV this LMS's grade import reads (needs --roster)",
+    )
+    report.add_argument(
+        "--roster", metavar="FILE", help="a CSV with a header: learner, and name, email, username, id_number, "
+        "canvas_id, sis_user_id, sis_login_id, section as the LMS needs (docs/instructors.md)",
+    )  # fmt: skip
+    report.add_argument(
+        "--assignment", metavar="NAME", help="the grade column's name (Canvas: 'Name (ID)'; default: the lab)"
+    )
+    report.add_argument(
+        "--missing-as-zero", action="store_true", help="a roster learner with no bundle gets 0, not an empty grade"
+    )
+    report.add_argument(
+        "--identifier", choices=list(MOODLE_IDENTIFIERS),
+        help="Moodle's identifier column (default: the first of email, username, id_number the roster fills for all)",
+    )  # fmt: skip
+    report.add_argument("--gradebook-out", metavar="FILE", help="where the CSV goes (default: RESULTS/cohort.LMS.csv)")
+
+
 def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
     bundle = commands.add_parser("bundle", help="write a submission bundle", parents=[lab_dir])
     bundle.add_argument("lab")
@@ -186,6 +231,7 @@ def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
     report = commands.add_parser("cohort-report", help="write cohort.csv, cohort.json and cohort.html")
     report.add_argument("results")
     report.add_argument("--compare", metavar="OLD", help=COMPARE_HELP)
+    _gradebook_options(report)
     report.set_defaults(run=cmd_cohort_report)
     diff = commands.add_parser("cohort-diff", help="compare two results folders of the same bundles (a regrade)")
     diff.add_argument("old", help="the earlier results folder")
