@@ -122,7 +122,7 @@ def _gradebook(args: argparse.Namespace) -> int:
             missing_as_zero=args.missing_as_zero, identifier=args.identifier,
             out=Path(args.gradebook_out) if args.gradebook_out else None,
         )  # fmt: skip
-    except (GradebookError, ValueError) as error:
+    except (GradebookError, ValueError, OSError) as error:  # a roster or an output it cannot read or write
         print(f"gpulab: {error}", file=sys.stderr)
         return 1
     for learner, what, detail in book.to_check:
@@ -138,7 +138,11 @@ def cmd_cohort_diff(args: argparse.Namespace) -> int:
         print(problem, file=sys.stderr)
         return 1
     out = Path(args.out) if args.out else Path(args.new) / DIFF_FOLDER
-    diff = write_diff(Path(args.old), Path(args.new), out)
+    try:
+        diff = write_diff(Path(args.old), Path(args.new), out)
+    except OSError as error:
+        print(f"gpulab: the diff cannot be written in {out}: {error}", file=sys.stderr)
+        return 1
     for number, step in diff.steps.items():
         print(f"  step {number}: {step['gained']} gained, {step['lost']} lost, {step['same']} the same")
     print(f"{len(diff.learners)} learners: {_counts(diff)}; wrote diff.csv and diff.json in {out}")
