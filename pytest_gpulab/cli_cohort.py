@@ -3,7 +3,8 @@
 gpulab bundle gpuop -o alice.gpulab.tar.gz   the lab root and the cluster, in one file
 gpulab grade alice.gpulab.tar.gz             grade it in a fresh cluster of its own
 gpulab grade-batch DIR --jobs 2 --out RESULTS   every bundle in DIR, and the cohort report
-gpulab cohort-report RESULTS                 write the cohort report again
+gpulab cohort-report RESULTS                 write the cohort report again (--gradebook canvas|moodle --roster FILE)
+gpulab cohort-diff OLD NEW                   what a regrade changed, learner by learner
 gpulab job-manifest DIR --image IMG --claim PVC   the batch as a Kubernetes Indexed Job
 gpulab job-entry                             what each of the Job's Pods runs
 gpulab job-seccomp-profile                   the Localhost seccomp profile the Pods need on containerd nodes
@@ -24,6 +25,8 @@ from .cluster.toolchain import up_kubeconfig
 from .cohort import autograder, jobs, seccomp
 from .cohort.batch import bundles_in, grade_batch, read_roster
 from .cohort.bundle import write_bundle
+from .cohort.diff import DIFF_FOLDER, Diff, compare_folders, write_diff
+from .cohort.gradebook import CANVAS, MOODLE, MOODLE_IDENTIFIERS, GradebookError, to_check_path, write_gradebook
 from .cohort.regrade import GRADED, REFUSED, grade_bundle, learner_name
 from .cohort.report import write_reports
 from .labs.discovery import discover
@@ -69,6 +72,9 @@ def cmd_grade_batch(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         print(f"gpulab: {directory} is not a directory of bundles", file=sys.stderr)
         return 1
+    if args.compare and (problem := _not_a_folder(args.compare)):
+        print(problem, file=sys.stderr)
+        return 1
     try:
         secret = Path(args.seed_secret) if args.seed_secret else None
         roster = read_roster(Path(args.roster)) if args.roster else None
@@ -77,7 +83,10 @@ def cmd_grade_batch(args: argparse.Namespace) -> int:
         graded = len(list(out.glob("*/outcome.json")))
         print(f"\ninterrupted with {graded} bundles done: run the same command again to resume", file=sys.stderr)
         return 130
-    cohort = write_reports(out)
+    compare = Path(args.compare) if args.compare else None
+    cohort = write_reports(out, compare)
+    if compare is not None:
+        print(f"compared with {compare}: {_counts(compare_folders(compare, out))}; the diff is in {out / DIFF_FOLDER}")
     graded = sum(outcome.status == GRADED for outcome in outcomes)
     for entry in cohort.refused:
         print(f"{entry['bundle']}: refused: {entry['reason']}", file=sys.stderr)
@@ -85,9 +94,58 @@ def cmd_grade_batch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _counts(diff: Diff) -> str:
+    return ", ".join(f"{count} {kind}" for kind, count in diff.counts().items() if count) or "no learners"
+
+
+def _not_a_folder(*paths: str) -> str | None:
+    missing = [path for path in paths if not Path(path).is_dir()]
+    return f"gpulab: {', '.join(missing)}: not a results folder" if missing else None
+
+
 def cmd_cohort_report(args: argparse.Namespace) -> int:
-    cohort = write_reports(Path(args.results))
+    if problem := _not_a_folder(args.results, *([args.compare] if args.compare else [])):
+        print(problem, file=sys.stderr)
+        return 1
+    cohort = write_reports(Path(args.results), Path(args.compare) if args.compare else None)
     print(f"{len(cohort.learners)} learners; wrote cohort.csv, cohort.json and cohort.html in {args.results}")
+    return _gradebook(args) if args.gradebook else 0
+
+
+def _gradebook(args: argparse.Namespace) -> int:
+    if not args.roster:
+        print("gpulab: --gradebook needs --roster FILE (docs/instructors.md, 'Grades into the LMS')", file=sys.stderr)
+        return 1
+    try:
+        book, path = write_gradebook(
+            Path(args.results), Path(args.roster), args.gradebook, assignment=args.assignment,
+            missing_as_zero=args.missing_as_zero, identifier=args.identifier,
+            out=Path(args.gradebook_out) if args.gradebook_out else None,
+        )  # fmt: skip
+    except (GradebookError, ValueError, OSError) as error:  # a roster or an output it cannot read or write
+        print(f"gpulab: {error}", file=sys.stderr)
+        return 1
+    for learner, what, detail in book.to_check:
+        print(f"  {learner or '-'}: {what}: {detail}", file=sys.stderr)
+    identified = f", identified by {book.identifier}" if book.identifier else ""
+    print(f"wrote {path} for {args.gradebook} ({len(book.rows)} roster learners{identified}); "
+          f"{len(book.to_check)} things to check first, in {to_check_path(path)}")  # fmt: skip
+    return 0
+
+
+def cmd_cohort_diff(args: argparse.Namespace) -> int:
+    if problem := _not_a_folder(args.old, args.new):
+        print(problem, file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out else Path(args.new) / DIFF_FOLDER
+    try:
+        diff = write_diff(Path(args.old), Path(args.new), out)
+    except OSError as error:
+        print(f"gpulab: the diff cannot be written in {out}: {error}", file=sys.stderr)
+        return 1
+    for number, step in diff.steps.items():
+        print(f"  step {number}: {step['gained']} gained, {step['lost']} lost, {step['same']} the same")
+    print(f"{len(diff.learners)} learners: {_counts(diff)}; wrote diff.csv and diff.json in {out}")
     return 0
 
 
@@ -111,10 +169,37 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
     return autograder.run(Path(args.root) if args.root else None)
 
 
+COMPARE_HELP = (
+    f"an earlier results folder of the same bundles: the regrade diff goes into RESULTS/{DIFF_FOLDER}/ (diff.csv, "
+    "diff.json) and a section of cohort.html"
+)
 SEED_SECRET_HELP = (
     "the instructor's secret the graders' seeds are keyed with, so no learner can choose them (default: a file made "
     "once beside the results, .gpulab-seed-secret, mode 0600; keep it to re-grade alike)"
 )
+
+
+def _gradebook_options(report: argparse.ArgumentParser) -> None:
+    report.add_argument(
+        "--gradebook",
+        choices=[CANVAS, MOODLE],
+        help="also write the CSV this LMS's grade import reads (needs --roster)",
+    )
+    report.add_argument(
+        "--roster", metavar="FILE", help="a CSV with a header: learner, and name, email, username, id_number, "
+        "canvas_id, sis_user_id, sis_login_id, section as the LMS needs (docs/instructors.md)",
+    )  # fmt: skip
+    report.add_argument(
+        "--assignment", metavar="NAME", help="the grade column's name (Canvas: 'Name (ID)'; default: the lab)"
+    )
+    report.add_argument(
+        "--missing-as-zero", action="store_true", help="a roster learner with no bundle gets 0, not an empty grade"
+    )
+    report.add_argument(
+        "--identifier", choices=list(MOODLE_IDENTIFIERS),
+        help="Moodle's identifier column (default: the first of email, username, id_number the roster fills for all)",
+    )  # fmt: skip
+    report.add_argument("--gradebook-out", metavar="FILE", help="where the CSV goes (default: RESULTS/cohort.LMS.csv)")
 
 
 def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
@@ -145,10 +230,18 @@ def add_commands(commands: Any, lab_dir: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a CSV of learner,file: each bundle's learner is the roster's, and a bundle not on it is refused",
     )
+    batch.add_argument("--compare", metavar="OLD", help=COMPARE_HELP)
     batch.set_defaults(run=cmd_grade_batch)
     report = commands.add_parser("cohort-report", help="write cohort.csv, cohort.json and cohort.html")
     report.add_argument("results")
+    report.add_argument("--compare", metavar="OLD", help=COMPARE_HELP)
+    _gradebook_options(report)
     report.set_defaults(run=cmd_cohort_report)
+    diff = commands.add_parser("cohort-diff", help="compare two results folders of the same bundles (a regrade)")
+    diff.add_argument("old", help="the earlier results folder")
+    diff.add_argument("new", help="the later one")
+    diff.add_argument("--out", metavar="DIR", help=f"where diff.csv and diff.json go (default: NEW/{DIFF_FOLDER})")
+    diff.set_defaults(run=cmd_cohort_diff)
     manifest = commands.add_parser("job-manifest", help="print the Indexed Job that grades a folder of bundles")
     manifest.add_argument("directory", help="the bundles, as the Job's volume will hold them")
     manifest.add_argument("--image", required=True, help="the grader's image (built from Containerfile)")

@@ -145,7 +145,8 @@ def summary(cohort: Cohort) -> str:
     )
 
 
-def page(cohort: Cohort) -> str:
+def page(cohort: Cohort, sections: str = "") -> str:
+    """The page; ``sections`` (HTML already escaped, such as the regrade diff's) go after the bundles not graded."""
     failing = "".join(failing_section(step) for step in cohort.steps.values()) or "<p>No check failed.</p>"
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -155,5 +156,5 @@ def page(cohort: Cohort) -> str:
         f"<h2>Pass rate by step</h2>{pass_rate_chart(cohort)}{steps_table(cohort)}"
         f"<h2>Most frequent failing checks</h2>{failing}"
         f"<h2>Learners</h2>{learners_table(cohort)}"
-        f"<h2>Not graded</h2>{not_graded_table(cohort)}</body></html>\n"
+        f"<h2>Not graded</h2>{not_graded_table(cohort)}{sections}</body></html>\n"
     )

@@ -19,9 +19,12 @@ from typing import Any
 
 from ..grading.feedback import with_hint
 from ..reports.report_file import write_atomically
+from .diff import DIFF_FOLDER, write_diff
+from .diff_page import diff_section
 from .model import REFUSED_FILE, Cohort, Learner, Step
 from .page import page
 from .regrade import GRADED
+from .results import spreadsheet_safe
 
 
 def _learner_text(check: dict[str, Any]) -> str:
@@ -100,13 +103,16 @@ def write_csv(cohort: Cohort, path: Path) -> None:
         writer.writerow(["learner", "status", "earned", "possible", *(f"step {n}" for n in numbers), "reason"])
         for x in cohort.learners:
             cells = [x.steps.get(n, "") for n in numbers]
-            writer.writerow([x.learner, x.status, x.earned, x.possible, *cells, x.reason or ""])
+            row = [x.learner, x.status, x.earned, x.possible, *cells, x.reason or ""]
+            writer.writerow([spreadsheet_safe(cell) for cell in row])
 
 
-def write_reports(results: Path) -> Cohort:
-    """``cohort.csv``, ``cohort.json`` and ``cohort.html`` in ``results``."""
+def write_reports(results: Path, compare: Path | None = None) -> Cohort:
+    """``cohort.csv``, ``cohort.json`` and ``cohort.html`` in ``results``; with ``compare`` (an older results folder
+    of the same bundles), the regrade diff too: ``cohort.diff/diff.csv`` and ``diff.json``, and a section of the page."""
     cohort = collect(results)
     write_csv(cohort, results / "cohort.csv")
     write_atomically(results / "cohort.json", as_json(cohort))
-    (results / "cohort.html").write_text(page(cohort), encoding="utf-8")
+    sections = diff_section(write_diff(compare, results, results / DIFF_FOLDER)) if compare is not None else ""
+    (results / "cohort.html").write_text(page(cohort, sections), encoding="utf-8")
     return cohort
