@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pytest_gpulab.cohort.diff import compare_folders, write_diff
 from pytest_gpulab.cohort.diff_page import diff_section
+from pytest_gpulab.cohort.model import Cohort
+from pytest_gpulab.cohort.page import not_graded_table
 from pytest_gpulab.cohort.regrade import Outcome
 from pytest_gpulab.reports.report_file import write_atomically
 
@@ -87,3 +89,16 @@ def test_cohort_report_compare_adds_the_section(tmp_path: Path):
     assert made.returncode == 0, made.stderr
     assert 'data-learner="ada" data-change="lost"' in (new / "cohort.html").read_text()
     assert json.loads((new / "cohort.diff" / "diff.json").read_text())["summary"]["learners"]["lost"] == 1
+
+
+def test_a_bundle_refused_by_its_name_is_listed_once():
+    cohort = Cohort(
+        labs=[],
+        rubrics=[],
+        learners=[],
+        steps={},
+        refused=[{"bundle": "../evil.tar.gz", "reason": "not a bundle name"}],
+    )
+    table = not_graded_table(cohort)
+    assert table.count('class="refused-by-name"') == 1
+    assert "../evil.tar.gz" in table

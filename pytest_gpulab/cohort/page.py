@@ -125,11 +125,6 @@ def not_graded_table(cohort: Cohort) -> str:
         f"</td><td>refused</td><td class='message'>{escape(entry.get('reason', ''))}</td></tr>"
         for entry in cohort.refused
     ]
-    rows += [
-        f'<tr class="refused-by-name" data-bundle="{escape(entry.get("bundle", ""))}"><td>{escape(entry.get("bundle", ""))}'
-        f"</td><td>refused</td><td class='message'>{escape(entry.get('reason', ''))}</td></tr>"
-        for entry in cohort.refused
-    ]
     if not rows:
         return "<p>Every bundle was graded.</p>"
     return f'<table id="not-graded"><tr><th>learner</th><th>status</th><th>why</th></tr>{"".join(rows)}</table>'
