@@ -94,6 +94,22 @@ def checker_cases(stale, lab, pools, thresholds, near_view, near_miss_cluster):
     return Cases(stale, case("below"), case("above"), near_misses=nearby, changed=nearby)
 
 
+def in_other_units(age, minutes, printed, expected):
+    """The cause when the worker's verdict is the one its age in seconds (or in hours) would give."""
+    worker = "STALE=worker"
+    if worker in printed and worker not in expected and age * 60 > minutes:
+        return (
+            f"It flags a pool Updating for {age} minutes at a threshold of {minutes} minutes, as if the age were "
+            "in seconds: divide the age in seconds by 60 before comparing it with the threshold in minutes."
+        )
+    if worker in expected and worker not in printed and age // 60 <= minutes:
+        return (
+            f"It passes a pool Updating for {age} minutes at a threshold of {minutes} minutes, as if the age were "
+            "in hours: compare the age in minutes (seconds divided by 60) with the threshold."
+        )
+    return None
+
+
 def run_with(stale, pools, minutes, detail, *args):
     __tracebackhide__ = True
     age = age_minutes(pools["worker"])
@@ -101,8 +117,9 @@ def run_with(stale, pools, minutes, detail, *args):
     expected = stale_at(pools, minutes)
     scripts.expect_verdict(
         stale.run(*args, cluster=True).result, SCRIPT, given, expected, prefix="STALE",
-        hint=lambda printed: AGE_HINT if printed ^ expected <= {f"STALE={name}" for name, since in pools.items() if since}
-        and printed != expected else None,
+        hint=lambda printed: in_other_units(age, minutes, printed, expected) or (
+            AGE_HINT if printed ^ expected <= {f"STALE={name}" for name, since in pools.items() if since}
+            and printed != expected else None),
         detail={"age_minutes": age, "threshold": minutes, **detail},
     )  # fmt: skip
 

@@ -91,11 +91,15 @@ def test_exits_nonzero_when_nvidia_is_not_loaded(runs):
     expect(
         not result.timed_out and not result.flooded and result.exit_code not in (0, None),
         f"Given a dump without runtimes.nvidia, {SCRIPT} {result.describe()}{scripts.said(result)}; it should exit non-zero so the check can fail.",
-        hint=why_it_said_loaded(runs)
-        if result.exit_code == 0
-        else scripts.exit_diagnosis(result, should_succeed=False),
+        hint=scripts.exit_diagnosis(result, should_succeed=False)
+        or (why_it_said_loaded(runs) if result.exit_code == 0 else None),
         detail=result.__dict__,
     )
+
+
+OTHER_NAME_HINT = (
+    "Look for the runtime table containerd.runtimes.nvidia itself, not for the nvidia binary or a count of runtimes."
+)
 
 
 def test_exits_nonzero_when_the_gpu_runtime_has_another_name(runs):
@@ -104,9 +108,8 @@ def test_exits_nonzero_when_the_gpu_runtime_has_another_name(runs):
         not result.timed_out and not result.flooded and result.exit_code not in (0, None),
         f"Given a dump whose GPU runtime is named gpu, not nvidia, {SCRIPT} {result.describe()}{scripts.said(result)}; "
         "it should exit non-zero: a RuntimeClass with handler nvidia finds no runtime of that name.",
-        hint="Look for the runtime table containerd.runtimes.nvidia itself, not for the nvidia binary or a count of runtimes."
-        if result.exit_code == 0
-        else None,
+        hint=scripts.exit_diagnosis(result, should_succeed=False)
+        or (OTHER_NAME_HINT if result.exit_code == 0 else None),
         detail=result.__dict__,
     )
 

@@ -74,6 +74,12 @@ def reason_and_message(lines):
     return reason, found.get("message", "")
 
 
+EVENT_REASON_HINT = (
+    "FailedScheduling is the reason of the scheduler's event; the step asks for the PodScheduled condition's "
+    "reason, Unschedulable (kubectl get pod cuda-probe -n gpu-lab -o jsonpath='{.status.conditions}')."
+)
+
+
 def test_pending_reason(learner, lab):
     lines = learner.file(UNSCHEDULED).lines(2)
     expect(
@@ -81,7 +87,11 @@ def test_pending_reason(learner, lab):
         f"{UNSCHEDULED} should have two lines (the PodScheduled reason, then its message), found {len(lines)}.",
     )
     reason, message = reason_and_message(lines)
-    expect(reason == "Unschedulable", should_be(f"Line 1 of {UNSCHEDULED}", Words("the reason Unschedulable"), reason))
+    expect(
+        reason == "Unschedulable",
+        should_be(f"Line 1 of {UNSCHEDULED}", Words("the reason Unschedulable"), reason),
+        hint=EVENT_REASON_HINT if reason.lower() == "failedscheduling" else None,
+    )
     nodes = f"0/{len(lab.nodes)} nodes are available: {len(lab.nodes)} Insufficient nvidia.com/gpu"
     expect(
         nodes in message,

@@ -26,6 +26,7 @@ def check_overhead(runtimeclass):
     expect(
         answers.quantity_bytes(fixed.get("cpu")) == 0.25 and answers.quantity_bytes(fixed.get("memory")) == 128 * 2**20,
         should_be("overhead.podFixed", Words("cpu 250m, memory 128Mi"), fixed or None),
+        hint=answers.decimal_suffix_hint(fixed.get("memory"), "128Mi"),
     )
 
 
@@ -124,6 +125,7 @@ def test_over_waits_on_its_overhead(live):
             Words("cpu 250m, memory 128Mi"),
             overhead or None,
         ),
+        hint=answers.decimal_suffix_hint(overhead.get("memory"), "128Mi"),
     )
     expect(
         k8s.unschedulable_because(pod, "Insufficient cpu"),

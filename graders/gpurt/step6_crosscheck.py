@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpulab.grading import Case, Cases, Checker, StepFailed, containerd, expect, k8s, listed, scripts
+from pytest_gpulab.grading import Case, Cases, Checker, StepFailed, containerd, dig, expect, k8s, listed, scripts
 
 pytestmark = pytest.mark.step(6, "rc-crosscheck.sh cross-checks the cluster and the dump", points=20, needs=1)
 
@@ -25,15 +25,24 @@ CHECKER = Checker(SCRIPT, args=("[DUMP]",), reads_cluster=True, reads_containerd
 
 
 @pytest.fixture(scope="module")
-def known(required, learner):
-    """What each check's detail holds: the handlers the cluster asks for, and those the learner's file names."""
+def known(required, learner, lab_cluster):
+    """What each check's detail holds: the handlers the cluster asks for, its classes, and the handlers the
+    learner's file names."""
+    classes = [
+        {"metadata": {"name": dig(rc, "metadata", "name")}, "handler": rc.get("handler")}
+        for rc in lab_cluster.live_or_fail().list("RuntimeClass")
+    ]
     try:
         written = {
             obj.get("handler") for obj in learner.file(RUNTIMECLASSES).objects() if obj.get("kind") == "RuntimeClass"
         }
     except StepFailed:  # step 1 grades the file
         written = set()
-    return {"required": sorted(required), "written": sorted(h for h in written if isinstance(h, str))}
+    return {
+        "required": sorted(required),
+        "written": sorted(h for h in written if isinstance(h, str)),
+        "classes": classes,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -109,14 +118,14 @@ class Crosscheck:
 
 
 @pytest.fixture(scope="module")
-def checker_cases(crosscheck, cases, required):
+def checker_cases(crosscheck, cases, required, known):
     """A version-3 dump missing some handlers, and one that loads them all."""
-    missing = cases["some-3"][0]
+    missing, names = cases["some-3"][0], k8s.names_for_handlers(known["classes"])
     return Cases(
         crosscheck.runs,
         Case(f"Given a version-3 dump missing {listed(sorted(missing))}", crosscheck.planned["some-3"].args,
-             expected=frozenset(f"MISSING={handler}" for handler in missing)),
-        Case("Given a version-3 dump with every handler loaded", crosscheck.planned["all-3"].args),
+             expected=frozenset(f"MISSING={handler}" for handler in missing), hint=names),
+        Case("Given a version-3 dump with every handler loaded", crosscheck.planned["all-3"].args, hint=names),
         near_misses=near_miss_case(crosscheck, cases),
     )  # fmt: skip
 
@@ -145,10 +154,11 @@ def expect_crosscheck(run, case, detail, given=None, argument=True, hint=None):
     given = given or f"Given a version-{version} dump missing {listed(sorted(missing)) or 'no handler'}"
     expected = {f"MISSING={handler}" for handler in missing}
     required = sorted(detail.get("required") or [])
+    names = k8s.names_for_handlers(detail.get("classes") or [])
     scripts.expect_verdict(
         run.result, SCRIPT, given, expected, prefix="MISSING", detail=detail,
-        hint=lambda printed: hint or blind_to(version, set(required) - {"runc"} - missing, printed) or (
-            from_the_files(required, detail.get("written") or [], expected - printed)),
+        hint=lambda printed: hint or names(printed) or blind_to(version, set(required) - {"runc"} - missing, printed)
+        or from_the_files(required, detail.get("written") or [], expected - printed),
     )  # fmt: skip
 
 

@@ -88,6 +88,17 @@ def dated(value: Any, now: datetime) -> Any:
     return value
 
 
+def _set_status(cluster: KwokCluster, path: str, status: dict[str, Any]) -> None:
+    """Through the status subresource; where the kind has none (a CRD the learner wrote without it), status is a
+    field of the object like any other, and is set on the object itself."""
+    try:
+        cluster.api.transport.request("PATCH", f"{path}/status", {}, MERGE, {"status": status}, 10)
+    except ApiError as error:
+        if error.status != NOT_FOUND:
+            raise
+        cluster.api.transport.request("PATCH", path, {}, MERGE, {"status": status}, 10)
+
+
 def add_objects(cluster: KwokCluster, objects: Sequence[dict[str, Any]]) -> list[str]:
     """Create each object, then set its status as written (times written ``${now-2h}`` made relative to now: see
     :func:`dated`); those the cluster cannot hold yet (a kind it does not serve, a namespace not made) are left out
@@ -102,8 +113,7 @@ def add_objects(cluster: KwokCluster, objects: Sequence[dict[str, Any]]) -> list
                 continue
             cluster.api.transport.request("POST", collection, {}, JSON, obj, 10)
             if written.get("status"):
-                status = f"{collection}/{name}/status"
-                cluster.api.transport.request("PATCH", status, {}, MERGE, {"status": written["status"]}, 10)
+                _set_status(cluster, f"{collection}/{name}", written["status"])
         except ApiError as error:
             if error.status == NOT_FOUND and "namespaces" in error.message():
                 left_out.append(f"{obj.get('kind')}/{name}")

@@ -210,3 +210,37 @@ def first_lines(text: str, count: int) -> list[str]:
 def without_comments(text: str) -> str:
     """Shell (or Python) text with comments removed: a ``#`` that starts a word starts a comment."""
     return "\n".join(re.sub(r"(^|\s)#.*$", r"\1", line) for line in text.splitlines())
+
+
+def _paths_of(data: Any, key: str, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    if not isinstance(data, dict):
+        return []
+    found = [(*path, key)] if key in data else []
+    for name, value in data.items():
+        found += _paths_of(value, key, (*path, str(name)))
+    return found
+
+
+def misplaced(document: Any, *path: str, toml: bool = False) -> str | None:
+    """A diagnosis for a key missing at ``path`` but written elsewhere in the document: where it is and where it
+    belongs, as the learner writes it (dotted keys, or TOML table headers). None when it is nowhere else.
+
+    Example:: hint=misplaced(sharing, "sharing", "timeSlicing", "failRequestsGreaterThanOne")
+    """
+    if dig(document, *path) is not None:
+        return None
+    elsewhere = [found for found in _paths_of(document, path[-1]) if found != tuple(path)]
+    if not elsewhere:
+        return None
+
+    def shown(keys: tuple[str, ...]) -> str:
+        if not toml:
+            return ".".join(keys)
+        table = ".".join(f'"{k}"' if "." in k else k for k in keys[:-1])
+        return f"[{table}]" if table else "the top level"
+
+    where = "in" if toml else "at"
+    return (
+        f"{path[-1]} is written {where} {shown(elsewhere[0])}, where it is not read: it belongs {where} "
+        f"{shown(tuple(path))}."
+    )

@@ -184,3 +184,18 @@ def unresolved_path_hint(text: str, names: set[str], resource: str) -> str | Non
         f"<none> is what kubectl prints where a column's path found nothing: {resource} holds dots, which a "
         f"custom-columns or jsonpath path splits at unless they are escaped, as in .status.allocatable.{escaped}."
     )
+
+
+def decimal_suffix_hint(written: object, expected: str) -> str | None:
+    """A diagnosis for a quantity written with the decimal suffix where the binary one was asked: ``128M`` (10^6
+    bytes each) for ``128Mi`` (2^20). None for anything else.
+
+    Example:: hint=decimal_suffix_hint(fixed.get("memory"), "128Mi")
+    """
+    found = re.fullmatch(r"(\d+)([kMGT])", str(written).strip()) if written is not None else None
+    if not found or f"{found.group(1)}{found.group(2).upper()}i" != expected:
+        return None
+    return (
+        f"{written} counts in powers of ten ({found.group(2)} is 10^{3 * 'kMGT'.index(found.group(2)) + 3}); "
+        f"{expected} counts in powers of two: write the i."
+    )

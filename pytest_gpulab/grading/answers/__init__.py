@@ -11,12 +11,20 @@ Answers of one kind: :func:`number`, :func:`yes_no`, :func:`word`, :func:`phrase
 Judging a file of them: :func:`expect_answers`, :func:`expect_all`.
 Values as Kubernetes and people write them: :func:`quantity_bytes`, :func:`parse_quantity_number`,
 :func:`parse_yes_no`, :func:`split_list`;
-a table's ``<none>`` where a path found nothing: :func:`unresolved_path_hint`.
+a table's ``<none>`` where a path found nothing: :func:`unresolved_path_hint`; ``128M`` for ``128Mi``:
+:func:`decimal_suffix_hint`.
 """
 
 from __future__ import annotations
 
-from ..values import parse_quantity_number, parse_yes_no, quantity_bytes, split_list, unresolved_path_hint
+from ..values import (
+    decimal_suffix_hint,
+    parse_quantity_number,
+    parse_yes_no,
+    quantity_bytes,
+    split_list,
+    unresolved_path_hint,
+)
 from .answering import (
     Answer,
     containing,
@@ -35,6 +43,7 @@ __all__ = [
     "Answer",
     "containing",
     "count_of",
+    "decimal_suffix_hint",
     "exactly",
     "expect_all",
     "expect_answers",

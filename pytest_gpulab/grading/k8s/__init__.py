@@ -10,7 +10,7 @@ Example::
 Workloads: :func:`pods_of` (DaemonSet, Deployment, Job, ReplicaSet, StatefulSet), :func:`revisions_of`,
 :class:`Rollout`, :func:`image_and_memory`, :func:`misread_numbers` (a DaemonSet number read from another field).
 Pods and their specs: :func:`containers`, :func:`request`, :func:`effective_request`, :func:`condition`,
-:func:`unschedulable_because`, :func:`where_it_is`, :func:`added_by_runtimeclass`, :func:`pins_to`, :func:`selects`, :func:`tolerates`, :func:`tolerations`.
+:func:`unschedulable_because`, :func:`where_it_is`, :func:`added_by_runtimeclass`, :func:`names_for_handlers`, :func:`pins_to`, :func:`selects`, :func:`tolerates`, :func:`tolerations`.
 Nodes: :func:`lab_nodes`, :func:`name_of`, :func:`is_ready`, :func:`is_cordoned`, :func:`taints`,
 :func:`is_custom`, :func:`labels_match`, :func:`daemonset_owner`, :func:`coverage_gaps`, :data:`HOSTNAME_LABEL`,
 :data:`SYSTEM_TAINT_PREFIX`; what nodes advertise: :func:`advertised`, :func:`expect_advertises`,
@@ -53,6 +53,7 @@ from .nodes import (
     lab_nodes,
     labels_match,
     name_of,
+    names_for_handlers,
     taints,
     tolerates,
     tolerations,
@@ -82,6 +83,7 @@ __all__ = [
     "labels_match",
     "misread_numbers",
     "name_of",
+    "names_for_handlers",
     "not_applied",
     "pins_to",
     "pods_of",

@@ -7,7 +7,7 @@ learner's checker must find. Usable without pytest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -190,3 +190,26 @@ def added_by_runtimeclass(pod: Obj | None, runtimeclass: Obj | None) -> str | No
         f"The selector {pairs} is not the Pod's own: the RuntimeClass {name} adds it from its scheduling.nodeSelector "
         "to every Pod that names the class, and the Pod's node does not carry it."
     )
+
+
+def names_for_handlers(runtimeclasses: Sequence[Obj]) -> Callable[[set[str]], str | None]:
+    """A diagnosis for a checker's findings that are RuntimeClass names, not handlers (``.metadata.name`` read for
+    ``.handler``): a hint for ``Case(hint=...)`` that sees the findings printed.
+
+    Example:: Case(given, args, expected=expected, hint=k8s.names_for_handlers(live.list("RuntimeClass")))
+    """
+    handlers = {str(rc.get("handler")) for rc in runtimeclasses}
+    named = {str(dig(rc, "metadata", "name")): rc.get("handler") for rc in runtimeclasses}
+    only_names = {name: handler for name, handler in named.items() if name not in handlers}
+
+    def hint(printed: set[str]) -> str | None:
+        took = sorted(value for line in printed if (value := line.partition("=")[2]) in only_names)
+        if not took:
+            return None
+        pairs = ", ".join(f"{name}'s is {only_names[name]}" for name in took[:3])
+        return (
+            f"{' and '.join(took[:3])} {'is a RuntimeClass name' if len(took) == 1 else 'are RuntimeClass names'}, "
+            f"not handlers ({pairs}): read each class's .handler, the runtime containerd must load."
+        )
+
+    return hint

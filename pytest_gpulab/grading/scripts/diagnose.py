@@ -127,8 +127,24 @@ def _ended_by_force(result: ScriptResult, text: str, wanted: set[str], printed: 
     return None
 
 
+LITERAL_TEST = re.compile(r"(?:\[\[?|\btest)\s+-[nz]\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:\]\]?|;|&&|\|\||$)")
+
+
+def _literal_test(result: ScriptResult, text: str, wanted: set[str], printed: set[str]) -> str | None:
+    """A test of a word, not of a variable's value: ``[ -n found ]`` is always true, ``[ -z found ]`` never."""
+    for number, line in enumerate(text.splitlines()):
+        code = line.split("#", 1)[0]
+        if found := LITERAL_TEST.search(code):
+            word = found.group(1)
+            return (
+                f"Line {number + 1} tests the word {word} itself ({found.group(0).strip()}), which is never empty, "
+                f'so the test has one answer whatever was found: test the variable, "${word}".'
+            )
+    return None
+
+
 DIAGNOSES: tuple[Callable[[ScriptResult, str, set[str], set[str]], str | None], ...] = (
-    _ended_by_force, _syntax, _on_stderr, _silent_exit, _first_only, _exit_status,
+    _ended_by_force, _syntax, _on_stderr, _silent_exit, _first_only, _exit_status, _literal_test,
 )  # fmt: skip
 
 
@@ -148,7 +164,7 @@ def exit_diagnosis(result: ScriptResult, *, should_succeed: bool) -> str | None:
     """For a checker that answers by its exit status alone: the cause its run shows for exiting the wrong way, or
     None. A silent non-zero exit where it should exit 0 under ``set -e`` is one of the commands that end it."""
     text = script_text(result)
-    for diagnose in (_ended_by_force, _syntax):
+    for diagnose in (_ended_by_force, _syntax, _literal_test):
         if found := diagnose(result, text, set(), set()):
             return found
     if should_succeed and result.exit_code not in (0, None) and not result.stderr.strip() and SET_E.search(text):
