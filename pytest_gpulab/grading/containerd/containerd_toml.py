@@ -12,7 +12,7 @@ import tomllib
 from typing import Any
 
 from ..feedback import fail
-from ..parsing import dig
+from ..parsing import dig, misplaced
 
 CRI_V2 = "io.containerd.grpc.v1.cri"
 """The CRI plugin of a version 2 configuration (containerd 1.x), which holds the runtimes.
@@ -96,6 +96,7 @@ def runtime_table(document: dict[str, Any], display: str, name: str, plugin: str
     if not isinstance(runtime, dict):
         fail(
             f"{display} has no [{table_name(('plugins', plugin, 'containerd', 'runtimes', name))}] table.",
+            hint=misplaced(document, "plugins", plugin, "containerd", "runtimes", name, toml=True),
             detail=document,
         )
     return runtime
