@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpulab.grading import misplaced
+from pytest_gpulab.grading.answers import decimal_suffix_hint, unresolved_path_hint
 from pytest_gpulab.grading.feedback import StepFailed
-from pytest_gpulab.grading.scripts.diagnose import answered, diagnosis
+from pytest_gpulab.grading.k8s import added_by_runtimeclass, misread_numbers, names_for_handlers
+from pytest_gpulab.grading.scripts.diagnose import answered, diagnosis, exit_diagnosis, reads_its_arguments
 from pytest_gpulab.grading.scripts.verdicts import expect_verdict
 from pytest_gpulab.sandbox.script_result import ScriptResult
 
@@ -109,3 +112,62 @@ def test_an_exit_status_checker_ended_by_a_counter_under_set_e(tmp_path):
     said = exit_diagnosis(result, should_succeed=True) or ""
     assert "set -e" in said and "((n++))" in said
     assert exit_diagnosis(result, should_succeed=False) is None  # exiting 1 is then the right answer
+
+
+def test_a_test_of_a_bare_word_is_named_with_its_line(tmp_path):
+    result = ran(tmp_path, "#!/bin/bash\nfound=\nif [ -n nvidia_found ]; then exit 0; fi\nexit 1\n", exit_code=0)
+    said = exit_diagnosis(result, should_succeed=False) or ""
+    assert said.startswith("Line 3 tests the word nvidia_found itself")
+    assert '"$nvidia_found"' in said
+    quoted = ran(tmp_path, '#!/bin/bash\nif [ -n "$found" ]; then exit 0; fi  # [ -n found ]\nexit 1\n', exit_code=0)
+    assert exit_diagnosis(quoted, should_succeed=False) is None
+
+
+def test_a_script_that_reads_its_arguments_is_told_apart(tmp_path):
+    assert reads_its_arguments(ran(tmp_path, '#!/bin/bash\nlimit="${1:-30}"\n'))
+    assert reads_its_arguments(ran(tmp_path, "#!/bin/bash\nwhile getopts t: o; do :; done\n"))
+    assert not reads_its_arguments(ran(tmp_path, "#!/bin/bash\nlimit=30  # use $1 later\necho ${#limit}\n"))
+
+
+def test_a_key_written_elsewhere_is_named_where_it_is():
+    sharing = {"sharing": {"failRequestsGreaterThanOne": True, "timeSlicing": {"resources": []}}}
+    said = misplaced(sharing, "sharing", "timeSlicing", "failRequestsGreaterThanOne") or ""
+    assert said.startswith("failRequestsGreaterThanOne is written at sharing.failRequestsGreaterThanOne")
+    config = {"plugins": {"io.containerd.grpc.v1.cri": {"default_runtime_name": "runc", "containerd": {}}}}
+    in_table = misplaced(
+        config, "plugins", "io.containerd.grpc.v1.cri", "containerd", "default_runtime_name", toml=True
+    )
+    assert 'written in [plugins."io.containerd.grpc.v1.cri"], where' in (in_table or "")
+    assert misplaced({"a": {"b": 1}}, "a", "b") is None  # where it belongs
+    assert misplaced({"a": {}}, "a", "b") is None  # nowhere at all
+
+
+def test_value_diagnoses_fire_only_on_their_cause():
+    assert "powers of ten" in (decimal_suffix_hint("128M", "128Mi") or "")
+    assert decimal_suffix_hint("128Mi", "128Mi") is None
+    assert decimal_suffix_hint("256M", "128Mi") is None
+    table = "NAME GPU\nlab-node-0   <none>\nlab-node-1 <none>\n"
+    assert "nvidia\\.com/gpu" in (unresolved_path_hint(table, {"lab-node-0"}, "nvidia.com/gpu") or "")
+    assert unresolved_path_hint("lab-node-0 4\nlab-node-1 <none>\n", {"lab-node-0"}, "nvidia.com/gpu") is None
+
+
+def test_cluster_diagnoses_name_the_field_and_the_class():
+    ds = {"status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "updatedNumberScheduled": 1}}
+    hints = misread_numbers(ds, "updatedNumberScheduled")
+    assert "status.currentNumberScheduled" in hints[3] and "status.desiredNumberScheduled" in hints[3]
+    assert 1 not in hints
+    classes = [
+        {"metadata": {"name": "nvidia"}, "handler": "nvidia"},
+        {"metadata": {"name": "typo"}, "handler": "nvidai"},
+    ]
+    hint = names_for_handlers(classes)
+    assert "typo is a RuntimeClass name" in (hint({"MISSING=typo"}) or "")
+    assert hint({"MISSING=nvidai"}) is None
+    pod = {
+        "spec": {"nodeSelector": {"gpu": "yes", "kubernetes.io/hostname": "b"}},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                   "message": "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."}]},
+    }  # fmt: skip
+    runtimeclass = {"metadata": {"name": "over"}, "scheduling": {"nodeSelector": {"gpu": "yes"}}}
+    assert "gpu=yes is not the Pod's own" in (added_by_runtimeclass(pod, runtimeclass) or "")
+    assert added_by_runtimeclass(pod, {"metadata": {"name": "plain"}}) is None

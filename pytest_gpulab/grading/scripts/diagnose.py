@@ -133,7 +133,7 @@ LITERAL_TEST = re.compile(r"(?:\[\[?|\btest)\s+-[nz]\s+([A-Za-z_][A-Za-z0-9_]*)\
 def _literal_test(result: ScriptResult, text: str, wanted: set[str], printed: set[str]) -> str | None:
     """A test of a word, not of a variable's value: ``[ -n found ]`` is always true, ``[ -z found ]`` never."""
     for number, line in enumerate(text.splitlines()):
-        code = line.split("#", 1)[0]
+        code = re.sub(r"(^|\s)#.*$", "", line)
         if found := LITERAL_TEST.search(code):
             word = found.group(1)
             return (
@@ -175,6 +175,16 @@ def exit_diagnosis(result: ScriptResult, *, should_succeed: bool) -> str | None:
                 f"silently, and here {' and '.join(suspects)}."
             )
     return None
+
+
+POSITIONAL = re.compile(r"\$(?:[1-9@*#]|\{(?:[1-9@*]|#\}))|\bgetopts\b|\bshift\b|sys\.argv")
+
+
+def reads_its_arguments(result: ScriptResult) -> bool:
+    """Whether the script's text reads its positional parameters: one that gives one answer for two arguments
+    then reads them wrongly (minutes for seconds), which the wrong answer's own check names, not ignores them."""
+    code = "\n".join(re.sub(r"(^|\s)#.*$", "", line) for line in script_text(result).splitlines())
+    return bool(POSITIONAL.search(code))
 
 
 def answered(result: ScriptResult) -> bool:
