@@ -62,13 +62,29 @@ def short_of_gpus(node):
 
 
 def why_missed(expected):
-    """The hint for blockers the gate left out: what each one is, and its line."""
-    return lambda printed: (
-        "It did not report that " + listed(f"{why} ({line})" for line, why in sorted(expected.items())
-                                           if line not in printed) + ": a gate reads every pool and every node, "
-        "and blocks on NoSchedule and NoExecute taints alike."
-        if set(expected) - printed else None
-    )  # fmt: skip
+    """The hint for blockers the gate left out: what each one is, and its line; or, for a taint reported without its
+    node, that the finding names the node."""
+
+    def hint(printed):
+        left_out = sorted(set(expected) - printed)
+        if not left_out:
+            return None
+        without_node = [line for line in left_out if without_its_node(line) in printed]
+        if without_node:
+            return f"Name the node in each taint finding, BLOCKED=taint/NODE/KEY: {listed(without_node)}."
+        return (
+            "It did not report that "
+            + listed(f"{expected[line]} ({line})" for line in left_out)
+            + ": a gate reads every pool and every node, and blocks on NoSchedule and NoExecute taints alike."
+        )
+
+    return hint
+
+
+def without_its_node(line):
+    """BLOCKED=taint/NODE/KEY as BLOCKED=taint/KEY."""
+    kind, _, rest = line.partition("=taint/")
+    return f"{kind}=taint/{rest.partition('/')[2]}" if rest else line
 
 
 def system_taint_reported(printed):

@@ -16,6 +16,19 @@ def defined_in(learner, relative, lab_value):
     return (containerd.defined_runtimes(document) if document else set()) or {lab_value}
 
 
+SWAPPED_HINT = (
+    "MAIN_RUNTIMES and DROPIN_RUNTIMES are swapped: the main file is etc/containerd/config.toml, which imports the "
+    "drop-in, whatever order the files were read in."
+)
+
+
+def swapped(learner, values):
+    main = defined_in(learner, "etc/containerd/config.toml", "runc")
+    dropin = defined_in(learner, "etc/containerd/conf.d/99-nvidia.toml", "nvidia")
+    written = (answers.split_list(values["MAIN_RUNTIMES"]), answers.split_list(values["DROPIN_RUNTIMES"]))
+    return main != dropin and written == (dropin, main)
+
+
 def test_runtimes_as_the_files_define_them(learner):
     values = learner.file(MERGE).key_values("MAIN_RUNTIMES", "DROPIN_RUNTIMES")
     for key, relative, lab_value, side in (
@@ -26,6 +39,7 @@ def test_runtimes_as_the_files_define_them(learner):
         expect(
             answers.split_list(values[key]) == defined,
             f"{MERGE}: " + should_be(key, Words(",".join(sorted(defined))), values[key], why=f"what {side} defines"),
+            hint=SWAPPED_HINT if swapped(learner, values) else None,
             detail={"written": values, "computed": sorted(defined)},
         )
 

@@ -269,6 +269,11 @@ def check_runtimeclass(handler: str | None = None) -> Callable[[dict[str, Any]],
             )
         expect(isinstance(found, str) and found, should_be("the RuntimeClass handler", Words("a name"), found))
         if handler is not None:
-            expect_value(found, handler, "the RuntimeClass handler", detail=runtimeclass)
+            binary = isinstance(found, str) and ("/" in found or "container-runtime" in found)
+            hint = (
+                f"A handler names containerd's runtime table (runtimes.{handler}), not the program the runtime runs "
+                "(its BinaryName)."
+            )
+            expect_value(found, handler, "the RuntimeClass handler", hint=hint if binary else None, detail=runtimeclass)
 
     return check
