@@ -72,13 +72,29 @@ def why_missed(expected):
         without_node = [line for line in left_out if without_its_node(line) in printed]
         if without_node:
             return f"Name the node in each taint finding, BLOCKED=taint/NODE/KEY: {listed(without_node)}."
-        return (
-            "It did not report that "
-            + listed(f"{expected[line]} ({line})" for line in left_out)
-            + ": a gate reads every pool and every node, and blocks on NoSchedule and NoExecute taints alike."
-        )
+        said = listed(f"{expected[line]} ({line})" for line in left_out)
+        return f"It did not report that {said}{gate_rule(left_out, expected, printed)}"
 
     return hint
+
+
+def gate_rule(left_out, expected, printed):
+    """The part of the gate's rule the left-out findings show it broke: the pools, every node, or a taint's effect."""
+    rules = []
+    if any("=mcp/" in line for line in left_out):
+        rules.append("reads every pool")
+    if any("=node/" in line or "=taint/" in line for line in left_out):
+        rules.append("reads every node")
+    taints = [line for line in left_out if "=taint/" in line]
+    read = {node_of(line) for line in printed if "=taint/" in line}  # nodes whose taints it did read
+    if taints and all("NoExecute" in expected[line] and node_of(line) in read for line in taints):
+        rules = ["blocks on NoExecute taints as on NoSchedule ones"]
+    return f": a gate {' and '.join(rules)}." if rules else "."
+
+
+def node_of(line):
+    """BLOCKED=taint/NODE/KEY's NODE."""
+    return line.partition("=taint/")[2].partition("/")[0]
 
 
 def without_its_node(line):
