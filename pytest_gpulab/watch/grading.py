@@ -39,12 +39,13 @@ class Grader:
     options: Sequence[str] = field(default_factory=tuple)  # more `--option=value` settings, passed as given
 
     def command(self, steps: Iterable[int] | None, report: Path) -> list[str]:
+        """pytest's own temporary folders go beside the report (``--basetemp``), and go with the watch's."""
         chosen = [f"--step={','.join(map(str, sorted(steps)))}"] if steps is not None else []
         return [
             sys.executable, "-m", "pytest", f"--lab={self.lab}", f"--lab-root={self.lab_root}",
             *([f"--kubeconfig={self.kubeconfig}"] if self.kubeconfig else []), f"--lab-seed={self.seed}",
             *(f"--lab-dir={path}" for path in self.lab_dirs), *self.options, *chosen,
-            f"--gpulab-report={report}", "-p", "no:cacheprovider", "-q",
+            f"--gpulab-report={report}", f"--basetemp={report.parent / 'tmp'}", "-p", "no:cacheprovider", "-q",
         ]  # fmt: skip
 
 

@@ -1,0 +1,113 @@
+"""`gpulab watch gpuop` in a real terminal (tmux): a file broken and fixed, a cluster change, Ctrl-C, nothing left."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grading
+import pytest
+from processes import processes_mentioning, running_commands
+
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.labs.waiting import wait_until
+
+BOUND = 180  # a generous bound for a grading on a loaded machine: the test waits for what the screen says
+DROPIN = "etc/containerd/conf.d/99-nvidia.toml"
+ROW = re.compile(r"^\s*(\d+)\s+.*?\s(\d+|-)/(\d+)\s\s(.+?)\s*(\d+[smh] ago)?$")
+
+
+class Terminal:
+    """A tmux server of this test's own (its own socket), one pane running a plain bash."""
+
+    def __init__(self, socket: Path, env: dict[str, str]) -> None:
+        self.socket, self.env = socket, env
+
+    def tmux(self, *args: str) -> str:
+        command = ["tmux", "-S", str(self.socket), *args]
+        done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=30, check=True)
+        return done.stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "watch")
+
+    def status(self, step: int) -> str | None:
+        """The step's row's outcome column, as the table shows it now (``failed, grading``), or None."""
+        for line in self.screen().splitlines():
+            match = ROW.match(line)
+            if match and int(match.group(1)) == step:
+                return match.group(4).strip()
+        return None
+
+    def shows(self, step: int, outcome: str) -> bool:
+        return wait_until(lambda: self.status(step) == outcome, BOUND, interval=0.2) is not None
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, set[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), set()).add(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "TERM": "xterm-256color"}
+    (tmp_path / "tmp").mkdir()
+    term = Terminal(tmp_path / "tmux.sock", env)
+    term.tmux("new-session", "-d", "-s", "watch", "-x", "120", "-y", "50", "bash --norc --noprofile")
+    try:
+        yield term
+    finally:
+        term.tmux("kill-server")
+
+
+def test_watch_follows_files_and_cluster_and_leaves_nothing_running(tmp_path, terminal):
+    with KwokCluster.for_lab("gpuop", name="tests-watch", workdir=tmp_path / "kwok") as cluster:
+        root = tmp_path / "root"
+        grading.solve("gpuop", cluster, root)
+        gpulab = Path(sys.executable).with_name("gpulab")
+        command = f"{gpulab} watch gpuop --lab-root={root} --kubeconfig={cluster.kubeconfig} --lab-seed=47"
+        terminal.tmux("send-keys", "-t", "watch", command, "Enter")
+        assert wait_until(lambda: "total: 100/100 points" in terminal.screen(), BOUND), terminal.screen()
+        assert "seed 47 [the option --lab-seed] (replay with --lab-seed=47)" in terminal.screen()
+        assert "lab gpuop · rubric" in terminal.screen() and "s ago" in terminal.screen()
+
+        dropin = root / DROPIN
+        solved = dropin.read_text()
+        dropin.write_text(solved.replace("/usr/bin/nvidia-container-runtime", "/usr/bin/runc"))
+        assert terminal.shows(2, "failed"), terminal.screen()
+        assert "options.BinaryName" in terminal.screen()
+        dropin.write_text(solved)
+        assert terminal.shows(2, "passed"), terminal.screen()
+
+        cluster.kubectl(
+            "patch", "daemonset", "nvidia-container-toolkit", "-n", "gpu-operator", "--type=merge",
+            "-p", '{"spec":{"updateStrategy":{"rollingUpdate":{"maxUnavailable":2}}}}',
+        )  # fmt: skip
+        assert terminal.shows(8, "failed"), terminal.screen()
+        assert "maxUnavailable" in terminal.screen()
+        print(terminal.screen())  # the table as the learner saw it, for the report
+
+        shell = int(terminal.tmux("display-message", "-p", "-t", "watch", "#{pane_pid}"))
+        assert descendants(shell), "the watch runs under the pane's shell"
+        terminal.tmux("send-keys", "-t", "watch", "C-c")
+        assert wait_until(lambda: not descendants(shell), BOUND), [running_commands().get(p) for p in descendants(shell)]
+        assert "gpulab watch: stopped" in terminal.screen()
+        assert not processes_mentioning(str(root)), "no grading, sandbox or script of the watch is left"
+        assert not processes_mentioning(str(tmp_path / "tmp")), "no view or copy cluster is left"
+        assert not list((tmp_path / "tmp").iterdir()), "no temporary folder is left"
+        assert not processes_mentioning("watch gpuop"), "the watch itself (and its cluster watches) ended"
