@@ -105,7 +105,9 @@ def test_watch_follows_files_and_cluster_and_leaves_nothing_running(tmp_path, te
         shell = int(terminal.tmux("display-message", "-p", "-t", "watch", "#{pane_pid}"))
         assert descendants(shell), "the watch runs under the pane's shell"
         terminal.tmux("send-keys", "-t", "watch", "C-c")
-        assert wait_until(lambda: not descendants(shell), BOUND), [running_commands().get(p) for p in descendants(shell)]
+        assert wait_until(lambda: not descendants(shell), BOUND), [
+            running_commands().get(p) for p in descendants(shell)
+        ]
         assert "gpulab watch: stopped" in terminal.screen()
         assert not processes_mentioning(str(root)), "no grading, sandbox or script of the watch is left"
         assert not processes_mentioning(str(tmp_path / "tmp")), "no view or copy cluster is left"
