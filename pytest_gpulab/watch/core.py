@@ -49,6 +49,12 @@ class Watcher:
         self.files = TreeWatch(grader.lab_root, self.report)
         self.cluster: ClusterWatch | None = None
 
+    @property
+    def idle(self) -> bool:
+        """No grading owed, under way or asked for by a change not yet taken."""
+        with self._lock:
+            return not self._owed and not self._changes and not self._changed.is_set()
+
     # -- changes, from the watches' threads --------------------------------------------
 
     def report(self, change: Change) -> None:
