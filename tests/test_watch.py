@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import io
 import queue
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
+
+from processes import processes_mentioning
 
 from pytest_gpulab.labs import discover
 from pytest_gpulab.watch.changes import FILE, OBJECT, UNKNOWN, Change
@@ -147,4 +152,42 @@ def test_plain_lines_say_each_change_and_each_new_verdict_once():
     said = out.getvalue().splitlines()
     assert said[0] == "gpulab watch: lab gpuop"
     assert len([line for line in said if "step 2 passed 10/10 (drop-in)" in line]) == 1
-    assert said[-1].endswith("changed: etc/x.toml; steps 2 first")
+    assert said[-1].endswith("changed: etc/x.toml; step 2 first")
+
+
+def test_pytest_watch_prints_a_line_per_change_when_not_on_a_terminal_and_stops_on_sigint(tmp_path):
+    lab_folder = tiny_lab(tmp_path)
+    root = tmp_path / "root"
+    root.mkdir()
+    command = [sys.executable, "-m", "pytest", f"--lab-dir={lab_folder.parent}", "--lab=tinywatch"]
+    command += [f"--lab-root={root}", "--lab-seed=5", "--watch", "-p", "no:cacheprovider"]
+    watching = subprocess.Popen(
+        command, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    said: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in watching.stdout or ():
+            said.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def line_with(text: str) -> str:
+        while text not in (line := said.get(timeout=BOUND).rstrip("\n")):
+            continue
+        return line
+
+    try:
+        assert "seed 5 [the option --lab-seed] (replay with --lab-seed=5)" in line_with("seed 5")
+        assert "step 2 failed 0/5 (File b.txt): b.txt should say ok." in line_with("step 2")
+        line_with("total: 0/10 points · lab tinywatch · rubric 1 · seed 5")
+        (root / "a.txt").write_text("ok")
+        assert line_with("changed:").endswith("changed: a.txt; step 1 first")
+        assert "step 1 passed 5/5" in line_with("step 1")
+        line_with("total: 5/10 points")
+    finally:
+        watching.send_signal(signal.SIGINT)
+        _, errors = watching.communicate(timeout=BOUND)
+    assert watching.returncode == 0, errors
+    assert "gpulab watch: stopped" in errors
+    assert not processes_mentioning(str(root))

@@ -18,10 +18,6 @@ REFRESH_SECONDS = 1.0  # the rows' ages tick
 NOTES_SHOWN = 3
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' * (count != 1)}"
-
-
 def watching_line(root: Path, kinds: list[str]) -> str:
     cluster = f"and the cluster's {', '.join(kinds)}" if kinds else "(no step reads the cluster)"
     return f"watching {root} {cluster}"
@@ -88,7 +84,7 @@ class PlainView:
             self._say(watching_line(*detail))
         elif event == "changed":
             changes: list[Change] = detail[0]
-            first = f"; steps {', '.join(map(str, detail[1]))} first" if detail[1] else ""
+            first = f"; step{'s' * (len(detail[1]) > 1)} {', '.join(map(str, detail[1]))} first" if detail[1] else ""
             shown = ", ".join(sorted({str(change) for change in changes})[:5])
             self._say(f"{stamp} changed: {shown}{' ...' if len(changes) > 5 else ''}{first}")
         elif event == "step":
