@@ -103,11 +103,15 @@ def test_watch_follows_files_and_cluster_and_leaves_nothing_running(tmp_path, te
         print(terminal.screen())  # the table as the learner saw it, for the report
 
         shell = int(terminal.tmux("display-message", "-p", "-t", "watch", "#{pane_pid}"))
-        assert descendants(shell), "the watch runs under the pane's shell"
+        started = {pid: command for pid, command in running_commands().items() if pid in descendants(shell)}
+        assert any("watch gpuop" in command for command in started.values()), started
+        assert any("pytest_gpulab.cohort.warm" in command for command in started.values()), "its warm server"
         terminal.tmux("send-keys", "-t", "watch", "C-c")
         assert wait_until(lambda: not descendants(shell), BOUND), [
             running_commands().get(p) for p in descendants(shell)
         ]
+        left = {pid: command for pid, command in running_commands().items() if started.get(pid) == command}
+        assert not left, f"everything the watch started ended, even what left its process tree: {left}"
         assert "gpulab watch: stopped" in terminal.screen()
         assert not processes_mentioning(str(root)), "no grading, sandbox or script of the watch is left"
         assert not processes_mentioning(str(tmp_path / "tmp")), "no view or copy cluster is left"
