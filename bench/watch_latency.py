@@ -1,12 +1,13 @@
 """How soon `gpulab watch`'s row of a touched step updates after a change, on a solved gpunode cluster.
 
-    .venv/bin/python bench/watch_latency.py [RUNS]
+    .venv/bin/python bench/watch_latency.py [RUNS] [--cold]
 
 The watch's core (pytest_gpulab.watch.core.Watcher) with a view that notes when each row is updated. Each run
 starts from a quiet watch (every grading done): a write of out/ds-gap.txt (read by step 2 only; its content
 alternately wrong and right), timed to step 2's row; then a `kubectl apply` of the learner's k8s/gfd-ds.yaml
 with a new annotation (a DaemonSet: steps 1, 2, 4 and 8 read it, 3 is graded with 8, which needs it), timed to
-the first touched row and to the last. Prints medians, minimums and maximums.
+the first touched row and to the last. Prints medians, minimums and maximums. ``--cold``: each grading a new
+interpreter, not forked from the warm server.
 """
 
 from __future__ import annotations
@@ -66,11 +67,11 @@ def annotated(manifest: str, value: int) -> str:
     return yaml.safe_dump_all(documents)
 
 
-def bench(runs: int) -> None:
+def bench(runs: int, warm: bool) -> None:
     lab = discover().get("gpunode")
     with tempfile.TemporaryDirectory() as work, solved_cluster("gpunode", Path(work), "watch") as (cluster, root):
         recorder = Recorder()
-        watcher = Watcher(Grader("gpunode", root, str(cluster.kubeconfig), 47), static_reads(lab), recorder)
+        watcher = Watcher(Grader("gpunode", root, str(cluster.kubeconfig), 47), static_reads(lab), recorder, warm=warm)
         thread = threading.Thread(target=watcher.run, daemon=True)
         thread.start()
         try:
@@ -99,4 +100,5 @@ def bench(runs: int) -> None:
 
 
 if __name__ == "__main__":
-    bench(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
+    numbers = [int(arg) for arg in sys.argv[1:] if arg.isdigit()]
+    bench(numbers[0] if numbers else 10, warm="--cold" not in sys.argv)

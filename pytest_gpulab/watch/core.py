@@ -9,6 +9,7 @@ grading under way (SIGINT, as Ctrl-C) and every watch. Usable without a terminal
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import threading
 import time
@@ -124,8 +125,12 @@ class Watcher:
         self.view.update(self.table, "grading", sorted(steps - {0}))
         self.gradings += 1
         folder = Path(self._scratch.name) / f"grading-{self.gradings}"
-        outcome = Grading(self.grader, chosen, folder, self._step_done, self.warm).run(self._stopping.is_set)
+        try:
+            outcome = Grading(self.grader, chosen, folder, self._step_done, self.warm).run(self._stopping.is_set)
+        except OSError as error:  # no room for its folder, no inotify left: said, and tried again at the next change
+            outcome = Outcome(-1, False, f"it could not start ({error})")
         self._graded(steps, chosen, folder, outcome)
+        shutil.rmtree(folder, ignore_errors=True)
         if not self._stopping.is_set():
             self._note(self._take())
 
