@@ -13,7 +13,7 @@ from .changes import Change
 from .grading import Outcome
 from .table import Table, lines
 
-HOME_AND_CLEAR = "\x1b[H\x1b[2J"
+HOME, CLEAR_LINE, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"  # each line overwritten in place: no flicker
 REFRESH_SECONDS = 1.0  # the rows' ages tick
 NOTES_SHOWN = 3
 
@@ -45,13 +45,15 @@ class LiveView:
         with self._lock:
             if self.table is None or self._closed.is_set():
                 return
-            width = max(60, shutil.get_terminal_size((100, 40)).columns)
+            size = shutil.get_terminal_size((100, 40))
+            width = max(60, size.columns)
             body = [*self.header, *lines(self.table, width), ""]
             if self.table.last_change:
                 body.append(f"last change: {self.table.last_change}"[: width - 1])
             body += [f"note: {note}"[: width - 1] for note in self.table.notes[-NOTES_SHOWN:]]
             body += [self.watching[: width - 1], "Ctrl-C stops the watch"]
-            self.out.write(HOME_AND_CLEAR + "\n".join(body) + "\n")
+            body = body[: max(1, size.lines - 1)]  # a taller table would scroll, and the next draw would not cover it
+            self.out.write(HOME + "".join(f"{line}{CLEAR_LINE}\n" for line in body) + CLEAR_BELOW)
             self.out.flush()
 
     def _tick(self) -> None:
