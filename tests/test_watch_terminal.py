@@ -91,6 +91,7 @@ def test_watch_follows_files_and_cluster_and_leaves_nothing_running(tmp_path, te
         dropin.write_text(solved.replace("/usr/bin/nvidia-container-runtime", "/usr/bin/runc"))
         assert terminal.shows(2, "failed"), terminal.screen()
         assert "options.BinaryName" in terminal.screen()
+        print(terminal.screen())  # step 2 failed, as the learner saw it
         dropin.write_text(solved)
         assert terminal.shows(2, "passed"), terminal.screen()
 
