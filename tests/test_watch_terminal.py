@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -118,3 +119,33 @@ def test_watch_follows_files_and_cluster_and_leaves_nothing_running(tmp_path, te
         assert not processes_mentioning(str(tmp_path / "tmp")), "no view or copy cluster is left"
         assert not list((tmp_path / "tmp").iterdir()), "no temporary folder is left"
         assert not processes_mentioning("watch gpuop"), "the watch itself (and its cluster watches) ended"
+
+
+def test_sigint_during_a_grading_leaves_no_copy_cluster_sandbox_or_view(tmp_path):
+    """gpunode's step 4 grades on a near-miss copy of the cluster: stopped while that copy is up, the watch's
+    grading ends it, and its sandboxes and read-only views, before the watch ends."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    with KwokCluster.for_lab("gpunode", name="tests-watch-copy", workdir=tmp_path / "kwok") as cluster:
+        root = tmp_path / "root"
+        grading.solve("gpunode", cluster, root)
+        gpulab = Path(sys.executable).with_name("gpulab")
+        watching = subprocess.Popen(
+            [str(gpulab), "watch", "gpunode", f"--lab-root={root}", f"--kubeconfig={cluster.kubeconfig}"],
+            env={**os.environ, "TMPDIR": str(temporary)}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            copy = wait_until(
+                lambda: processes_mentioning("gpulab-copy-") & processes_mentioning(str(temporary)), BOUND
+            )
+            assert copy, "the grading made its near-miss copy"
+        finally:
+            watching.send_signal(signal.SIGINT)
+            out, errors = watching.communicate(timeout=BOUND)
+        assert watching.returncode == 0, errors
+        assert "gpulab watch: stopped" in errors
+        assert "watching" in out
+        assert not processes_mentioning(str(temporary)), "no copy cluster, view or sandbox is left"
+        assert not processes_mentioning(str(root))
+        assert not list(temporary.iterdir()), "no temporary folder is left"
