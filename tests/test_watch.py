@@ -20,6 +20,7 @@ from pytest_gpulab.watch.changes import FILE, OBJECT, UNKNOWN, Change
 from pytest_gpulab.watch.core import Watcher
 from pytest_gpulab.watch.files import TreeWatch
 from pytest_gpulab.watch.grading import Grader
+from pytest_gpulab.watch.kube import digest
 from pytest_gpulab.watch.reads import Reads, lab_kinds, static_reads, touched
 from pytest_gpulab.watch.table import Row, Table, lines
 from pytest_gpulab.watch.view import PlainView
@@ -191,3 +192,21 @@ def test_pytest_watch_prints_a_line_per_change_when_not_on_a_terminal_and_stops_
     assert watching.returncode == 0, errors
     assert "gpulab watch: stopped" in errors
     assert not processes_mentioning(str(root))
+
+
+def test_a_heartbeat_or_a_new_resource_version_is_no_change():
+    ready = {"type": "Ready", "lastHeartbeatTime": "2026-12-07T16:00:00Z"}
+    node: dict[str, Any] = {"metadata": {"name": "n", "resourceVersion": "1"}, "status": {"conditions": [ready]}}
+    renewed: dict[str, Any] = {**node, "metadata": {"name": "n", "resourceVersion": "2", "managedFields": [{}]}}
+    renewed["status"] = {"conditions": [{"type": "Ready", "lastHeartbeatTime": "2026-12-07T16:00:40Z"}]}
+    assert digest(node) == digest(renewed)
+    tainted = {**node, "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
+    assert digest(node) != digest(tainted)
+
+
+def test_watch_grades_the_cluster_being_worked_on_not_an_ephemeral_one(pytester):
+    result = pytester.runpytest_subprocess(
+        "--lab=gpuop", "--watch", "--lab-cluster=ephemeral", "-p", "no:cacheprovider"
+    )
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--watch grades the cluster you work on*"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -177,8 +178,9 @@ class ClusterWatch:
         """Every watch started, and listed once (within ``timeout``): no change after this is missed."""
         for watch in self.watches:
             watch.start()
+        deadline = time.monotonic() + timeout
         for watch in self.watches:
-            watch.listed.wait(timeout)
+            watch.listed.wait(max(0.0, deadline - time.monotonic()))
 
     def problems(self) -> list[str]:
         return [watch.problem for watch in self.watches if watch.problem]
