@@ -4,6 +4,7 @@ whether a grading of it is owed or under way; the lines a view prints from it. U
 from __future__ import annotations
 
 import textwrap
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,12 +53,18 @@ class Table:
     last_change: str | None = None
     changed_at: float | None = None
     notes: list[str] = field(default_factory=list)  # what is not watched, a grading that broke
+    lock: threading.Lock = field(default_factory=threading.Lock)  # rows are added by the watch, read by a view's
 
     def row(self, number: int) -> Row:
-        return self.rows.setdefault(number, Row(number))
+        with self.lock:
+            return self.rows.setdefault(number, Row(number))
+
+    def in_order(self) -> list[Row]:
+        with self.lock:
+            return [self.rows[number] for number in sorted(self.rows)]
 
     def total(self) -> str:
-        rows = self.rows.values()
+        rows = self.in_order()
         earned = sum(int((row.entry or {}).get("earned") or 0) for row in rows)
         possible = sum(int((row.entry or {}).get("points") or 0) for row in rows)
         return f"total: {earned}/{possible} points · lab {self.lab} · rubric {self.rubric} · seed {self.seed}"
@@ -84,8 +91,8 @@ def lines(table: Table, width: int, now: float | None = None, sentence_lines: in
     title_width = max(10, width - 44)
     head = f"{'step':>4}  {'title':<{title_width}} {'points':>7}  {'outcome':<19} {'graded':>7}"
     out = [head]
-    for number in sorted(table.rows):
-        row = table.rows[number]
+    for row in table.in_order():
+        number = row.number
         title = row.title if len(row.title) <= title_width else row.title[: title_width - 3] + "..."
         out.append(
             f"{number:>4}  {title:<{title_width}} {row.points:>7}  {status(row):<19} {age(row.graded_at, now):>7}"
