@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from processes import processes_mentioning, running_commands
 
 from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.labs.waiting import wait_until
+from pytest_gpulab.watch.changes import OBJECT, Change
+from pytest_gpulab.watch.kube import ClusterWatch
 
 BOUND = 180  # a generous bound for a grading on a loaded machine: the test waits for what the screen says
 DROPIN = "etc/containerd/conf.d/99-nvidia.toml"
@@ -149,3 +153,27 @@ def test_sigint_during_a_grading_leaves_no_copy_cluster_sandbox_or_view(tmp_path
         assert not processes_mentioning(str(temporary)), "no copy cluster, view or sandbox is left"
         assert not processes_mentioning(str(root))
         assert not list(temporary.iterdir()), "no temporary folder is left"
+
+
+def test_a_watch_per_kind_reports_changes_and_a_kind_served_later(tmp_path):
+    """One watch per kind: a ConfigMap made is reported; a custom kind the cluster does not serve yet is watched
+    once its CustomResourceDefinition is made, and an object made right after it is not missed."""
+    changes: queue.Queue[Change] = queue.Queue()
+    with KwokCluster.for_lab("gpuop", name="tests-watch-kinds", workdir=tmp_path / "kwok") as cluster:
+        watch = ClusterWatch(str(cluster.kubeconfig), ["ConfigMap", "Node", "Widget"], changes.put)
+        watch.start()
+        try:
+            cluster.kubectl("create", "configmap", "watched", "-n", "default", "--from-literal=a=1")
+            cluster.kubectl("apply", "-f", "-", input=grading.WIDGET_CRD)
+            cluster.kubectl("wait", "--for=condition=Established", "crd/widgets.tests.gpulab.example")
+            widget = "apiVersion: tests.gpulab.example/v1\nkind: Widget\nmetadata: {name: w}\n"
+            cluster.kubectl("apply", "-f", "-", input=widget)
+            seen = set()
+            while Change(OBJECT, "w", "Widget") not in seen:
+                seen.add(changes.get(timeout=BOUND))
+            assert Change(OBJECT, "default/watched", "ConfigMap") in seen
+            assert Change(OBJECT, "widgets.tests.gpulab.example", "CustomResourceDefinition") in seen
+        finally:
+            watch.stop()
+        assert not any(kind.problem for kind in watch.watches)
+        assert not [thread for thread in threading.enumerate() if thread.name.startswith("gpulab-watch-")]

@@ -49,11 +49,13 @@ def _key(obj: dict[str, Any]) -> str:
 class KindWatch:
     """One kind's watch; ``report`` is called with each change (from this watch's thread)."""
 
-    def __init__(self, transport: Transport, kind: str, report: Report, discovery_changed: threading.Event) -> None:
+    def __init__(self, transport: Transport, kind: str, report: Report, served: Callable[[], None]) -> None:
+        """``served`` is called when CustomResourceDefinitions change (by that kind's watch)."""
         self.transport = transport
         self.kind = kind
         self.report = report
-        self.discovery_changed = discovery_changed
+        self.served = served
+        self.discovered = threading.Event()  # set when the kinds served may have changed
         self.problem: str | None = None  # why it is not watching now, for the view
         self._known: dict[str, str] | None = None  # key -> digest, once listed
         self.listed = threading.Event()  # listed once (or found unserved, or failed): the first grading may start
@@ -81,19 +83,22 @@ class KindWatch:
                     self.problem = f"the cluster serves no kind {self.kind} yet"
                     self.listed.set()
                     self._wait_for_discovery()
+                    self._known = self._known or {}  # served later: every object then found is a change
                     continue
                 self._list_and_watch(resource)
                 failures, self.problem = 0, None
             except (ApiError, TransportError) as error:
+                if self._stop.is_set():  # the watch's connection was shut down to stop it
+                    return
                 self.problem = f"{self.kind} is not watched now ({error})"
                 self.listed.set()
                 self._stop.wait(RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)])
                 failures += 1
 
     def _wait_for_discovery(self) -> None:
-        while not self._stop.is_set() and not self.discovery_changed.wait(0.25):
+        while not self._stop.is_set() and not self.discovered.wait(0.25):
             continue
-        self.discovery_changed.clear()
+        self.discovered.clear()
 
     def _resource(self) -> Resource | None:
         found = known(self.kind)
@@ -108,6 +113,7 @@ class KindWatch:
     def _list_and_watch(self, resource: Resource) -> None:
         listing = self._get(resource.path()) or {}
         self._take(listing.get("items") or [], complete=True)
+        self.problem = None
         self.listed.set()
         version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
         while not self._stop.is_set() and version:
@@ -147,13 +153,13 @@ class KindWatch:
         for key in [] if first else changed:
             self.report(Change(OBJECT, key, self.kind))
         if self.kind == CRD and not first and (changed or gone):
-            self.discovery_changed.set()
+            self.served()
 
     def _gone(self, key: str) -> None:
         if self._known is not None and self._known.pop(key, None) is not None:
             self.report(Change(OBJECT, key, self.kind))
             if self.kind == CRD:
-                self.discovery_changed.set()
+                self.served()
 
 
 class ClusterWatch:
@@ -163,8 +169,7 @@ class ClusterWatch:
         self.transport = Transport(kubeconfig)
         custom = [kind for kind in kinds if known(kind) is None]
         names = sorted(set(kinds) | ({CRD} if custom else set()))
-        discovery_changed = threading.Event()
-        self.watches = [KindWatch(self.transport, kind, report, discovery_changed) for kind in names]
+        self.watches = [KindWatch(self.transport, kind, report, self._discovered) for kind in names]
 
     @classmethod
     def open(cls, kubeconfig: str | None, kinds: Iterable[str], report: Report) -> ClusterWatch | str:
@@ -181,6 +186,10 @@ class ClusterWatch:
         deadline = time.monotonic() + timeout
         for watch in self.watches:
             watch.listed.wait(max(0.0, deadline - time.monotonic()))
+
+    def _discovered(self) -> None:
+        for watch in self.watches:
+            watch.discovered.set()
 
     def problems(self) -> list[str]:
         return [watch.problem for watch in self.watches if watch.problem]
