@@ -62,8 +62,9 @@ def test_the_lab_root_is_watched_with_new_folders_and_without_git(tmp_path):
         (root / "out").mkdir()
         assert changes.get(timeout=BOUND) == Change(FILE, "out")
         (root / ".git" / "index").write_text("x")
+        (root / "out" / ".a.txt.swp").write_text("x")
         (root / "out" / "a.txt").write_text("x")
-        assert changes.get(timeout=BOUND) == Change(FILE, "out/a.txt"), ".git is not reported"
+        assert changes.get(timeout=BOUND) == Change(FILE, "out/a.txt"), ".git and vim's swap file are no change"
     finally:
         watch.stop()
     assert not watch.problems

@@ -1,7 +1,8 @@
 """The lab root's files, watched with inotify in a thread of its own: each change reported as its path.
 
 Every folder under the root is watched (links are not followed; ``.git`` and ``__pycache__`` are left out,
-and at most ``FOLDER_LIMIT`` folders). A root that does not exist yet is waited for from the nearest folder
+and at most ``FOLDER_LIMIT`` folders), and an editor's own files (vim's swap files, emacs's locks and backups)
+are no change: vim rewrites its swap file every few seconds while a file is open. A root that does not exist yet is waited for from the nearest folder
 above it that does. A queue overflow is reported as an unknown change, which touches every step.
 """
 
@@ -15,6 +16,13 @@ from . import inotify
 from .changes import FILE, UNKNOWN, Change, Report
 
 SKIPPED = frozenset({".git", "__pycache__"})
+EDITORS_OWN = (".swp", ".swx", ".swo", "~")  # and names starting ".#", and vim's "4913" probe
+
+
+def editors_own(name: str) -> bool:
+    return name.endswith(EDITORS_OWN) or name.startswith(".#") or name == "4913"
+
+
 FOLDER_LIMIT = 4096
 READ_TIMEOUT = 0.25  # how soon the thread notices a stop
 
@@ -91,7 +99,7 @@ class TreeWatch:
             return
         if event.is_dir and event.mask & (inotify.CREATE | inotify.MOVED_TO):
             self._add_tree(notify, path)
-        if event.name:  # the folder's own events (deleted, moved) come again as its parent's
+        if event.name and not editors_own(event.name):  # a folder's own events come again as its parent's
             self.report(Change(FILE, path.relative_to(self.root).as_posix()))
 
     def _under_root(self, folder: Path) -> bool:
