@@ -59,8 +59,13 @@ def run_watch(grader: Grader, lab: Lab, seed_source: str, out: TextIO | None = N
 def grader_for(
     lab: Lab, root: Path | None, kubeconfig: str | None, seed: int, lab_dirs: Sequence[Path], options: Sequence[str]
 ) -> Grader:
-    chosen_root = lab.learner_root(root)
-    return Grader(lab.name, chosen_root, effective_kubeconfig(kubeconfig, lab), seed, tuple(lab_dirs), tuple(options))
+    """Paths made absolute: each grading runs in a folder of the watch's own, where a relative one means another."""
+    kubeconfig = effective_kubeconfig(kubeconfig, lab)
+    absolute = os.pathsep.join(str(Path(part).expanduser().absolute()) for part in (kubeconfig or "").split(os.pathsep))
+    return Grader(
+        lab.name, lab.learner_root(root).absolute(), absolute if kubeconfig else None, seed,
+        tuple(path.expanduser().absolute() for path in lab_dirs), tuple(options),
+    )  # fmt: skip
 
 
 def cmd_watch(args: argparse.Namespace, lab: Lab) -> int:
@@ -96,9 +101,7 @@ def watch_from_pytest(config: pytest.Config, lab: Lab | None) -> int:
     options = (
         [] if settings.sources["script_timeout"] == "the default" else [f"--script-timeout={settings.script_timeout}"]
     )
-    grader = Grader(
-        settings.lab.name, settings.lab_root or settings.lab.default_root,
-        effective_kubeconfig(settings.kubeconfig, settings.lab), settings.seed,
-        tuple(lab_dirs_from(config)), tuple(options),
-    )  # fmt: skip
+    grader = grader_for(
+        settings.lab, settings.lab_root, settings.kubeconfig, settings.seed, lab_dirs_from(config), options
+    )
     return run_watch(grader, settings.lab, settings.sources["seed"])

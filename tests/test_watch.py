@@ -162,7 +162,7 @@ def test_pytest_watch_prints_a_line_per_change_when_not_on_a_terminal_and_stops_
     root = tmp_path / "root"
     root.mkdir()
     command = [sys.executable, "-m", "pytest", f"--lab-dir={lab_folder.parent}", "--lab=tinywatch"]
-    command += [f"--lab-root={root}", "--lab-seed=5", "--watch", "-p", "no:cacheprovider"]
+    command += ["--lab-root=root", "--lab-seed=5", "--watch", "-p", "no:cacheprovider"]  # relative to its cwd
     watching = subprocess.Popen(
         command, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
