@@ -6,6 +6,7 @@
     gpulab down gpuop       stop it and delete its state
     gpulab demo gpuop       grade the lab's reference solution on a fresh embedded cluster
     gpulab selftest gpuop   prove the lab: its reference, its untouched start, its variants.toml
+    gpulab watch gpuop      grade the lab now and after every change, as a live table (cli_watch.py)
 
 Grading away from the learner's machine (``cli_cohort.py``): ``bundle``, ``grade``,
 ``grade-batch``, ``cohort-report``, ``job-manifest``, ``job-entry``, ``gradescope``; a real node for the
@@ -32,6 +33,7 @@ import yaml
 
 from .cli_cohort import add_commands
 from .cli_node import NODE_ERRORS, add_node_commands
+from .cli_watch import add_watch_command, cmd_watch
 from .cluster import toolchain
 from .cluster.kwok import KwokCluster, KwokClusterError
 from .cluster.toolchain import up_kubeconfig, up_workdir
@@ -220,6 +222,7 @@ def _parser() -> argparse.ArgumentParser:
         "--messages", metavar="FILE", help="write every trap's message, as the learner reads it, to FILE (Markdown)"
     )
     selftest.set_defaults(run=cmd_selftest)
+    add_watch_command(commands, lab_dir).set_defaults(run=lambda args: cmd_watch(args, _lab(args)))
     add_commands(commands, lab_dir)
     add_node_commands(commands)
     return parser

@@ -48,6 +48,7 @@ from .reports.reporting import BLOCKED, ERROR, FAILED, CheckRun, results_key
 from .reports.steps import STEP_SIGNATURE, check_of, step_of, validate_needs, validate_points
 from .sandbox import confine as sandbox
 from .session import GradingReports
+from .watch.grading import CHILD as WATCH_CHILD
 
 probing_key = pytest.StashKey[threading.Thread]()
 
@@ -58,6 +59,22 @@ early_lab_key = pytest.StashKey[tuple[Lab | None, settings_mod.Found | None]]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+    parser.getgroup("gpulab").addoption(
+        "--watch",
+        action="store_true",
+        dest="gpulab_watch",
+        help="Grade the lab, then again after every change to its files or cluster, as a live table (gpulab watch).",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``--watch``: the watch runs instead of one grading (each of its gradings is a `pytest --lab` of its own)."""
+    if not config.getoption("gpulab_watch", False) or os.environ.get(WATCH_CHILD):
+        return None
+    from .cli_watch import watch_from_pytest
+
+    return watch_from_pytest(config, config.stash.get(early_lab_key, (None, None))[0])
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("the authors' grading helpers", {"grading"}),
     ("reports", {"reports"}),
     ("cohort grading and selftest", {"cohort", "selftest"}),
+    ("the watch", {"watch"}),
     ("plugin and CLI", {""}),
 ]
 LAYER_OF = {folder: index for index, (_, folders) in enumerate(LAYERS) for folder in folders}

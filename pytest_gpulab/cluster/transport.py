@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import urllib3
@@ -90,12 +90,21 @@ class Transport:
         data = self._read(self._call(method, path, list(query.items()), headers, body, timeout))
         return data if raw else json.loads(data or b"null")
 
-    def watch(self, path: str, query: Mapping[str, str], idle: float) -> Iterator[dict[str, Any]]:
+    def watch(
+        self,
+        path: str,
+        query: Mapping[str, str],
+        idle: float,
+        opened: Callable[[Callable[[], None]], None] | None = None,
+    ) -> Iterator[dict[str, Any]]:
         """The watch's events as they come; it ends when the server closes it or ``idle`` seconds pass
-        without one (the object is at rest)."""
+        without one (the object is at rest). ``opened`` is handed a function that ends the watch from another
+        thread (the connection is shut down; the iteration then ends or raises TransportError)."""
         response = self._call(
             "GET", path, [*query.items(), ("watch", "1")], {"Accept": "application/json"}, None, (5, idle)
         )
+        if opened is not None:
+            opened(response.response.shutdown)
         try:
             for line in iter_resp_lines(response.response):
                 self.received += len(line)

@@ -29,7 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -76,7 +76,10 @@ def _startup(env: Mapping[str, str]) -> dict[str, str]:
 class WarmGradings:
     """The server, from ``with WarmGradings() as gradings:`` to its end; :meth:`run` is safe from many threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, own_session: bool = False) -> None:
+        """``own_session``: the server and its gradings in a session of their own, out of reach of the terminal's
+        Ctrl-C (the caller stops them itself, once)."""
+        self.own_session = own_session
         self._socket: socket.socket | None = None
         self._server: subprocess.Popen[bytes] | None = None
         self._startup = _startup(os.environ)
@@ -93,6 +96,7 @@ class WarmGradings:
             self._server = subprocess.Popen(
                 [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=self.own_session,
             )  # fmt: skip
         self._socket = ours
         return self
@@ -107,8 +111,20 @@ class WarmGradings:
                 self._server.kill()
                 self._server.wait()
 
-    def run(self, args: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path, timeout: float) -> int:
-        said = self._ask(args, cwd, env, output, timeout) if self._socket and _startup(env) == self._startup else None
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        output: Path,
+        timeout: float,
+        started: Callable[[int], None] | None = None,
+    ) -> int:
+        """As :class:`Gradings`; ``started`` is told the grading's pid as soon as it is forked (a grading run
+        cold is not forked here: it is not told)."""
+        warm = self._socket and _startup(env) == self._startup
+        said = self._ask(args, cwd, env, output, timeout, started) if warm else None
         if said is None:
             return COLD.run(args, cwd=cwd, env=env, output=output, timeout=timeout)
         lines = said.splitlines()
@@ -119,7 +135,15 @@ class WarmGradings:
             raise subprocess.TimeoutExpired(["pytest", *args], timeout)
         return int(status)
 
-    def _ask(self, args: Sequence[str], cwd: Path, env: Mapping[str, str], output: Path, timeout: float) -> str | None:
+    def _ask(
+        self,
+        args: Sequence[str],
+        cwd: Path,
+        env: Mapping[str, str],
+        output: Path,
+        timeout: float,
+        started: Callable[[int], None] | None = None,
+    ) -> str | None:
         """The watcher's reply (the grading's pid, then its exit status); None if the server did not fork it:
         it is gone, or the request is too long."""
         assert self._socket is not None
@@ -131,14 +155,19 @@ class WarmGradings:
                     socket.send_fds(self._socket, [request], [out.fileno(), theirs.fileno()])
             except OSError:
                 return None
-            return _read_all(reply, timeout + SERVER_START) or None
+            return _read_all(reply, timeout + SERVER_START, started) or None
 
 
-def _read_all(reply: socket.socket, timeout: float) -> str:
+def _read_all(reply: socket.socket, timeout: float, started: Callable[[int], None] | None = None) -> str:
+    """The watcher's whole reply; ``started`` is told its first line, the grading's pid, as soon as it comes."""
     reply.settimeout(timeout)
     chunks = []
     while chunk := reply.recv(4096):
         chunks.append(chunk)
+        told = b"".join(chunks)
+        if started is not None and b"\n" in told:
+            started(int(told.split(b"\n", 1)[0]))
+            started = None
     return b"".join(chunks).decode().strip()
 
 
