@@ -1,0 +1,149 @@
+"""The evidence behind each verdict (pytest_gpulab/grading/evidence.py, reports/evidence.py): what a check read,
+recorded by the kits, bounded, with nothing hidden shown; and each lab's reference grading, every check of which
+has some."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from grading import solve
+
+from pytest_gpulab.cli import main
+from pytest_gpulab.cluster.kwok import KwokCluster
+from pytest_gpulab.grading import evidence
+from pytest_gpulab.grading.learner import LearnerWork
+from pytest_gpulab.grading.parsing import dig
+from pytest_gpulab.labs.discovery import discover
+from pytest_gpulab.labs.nearmisses import near_misses_in
+from pytest_gpulab.reports.evidence import ANY_KIND, REPORT_LIMIT, bounded, step_reads
+
+GRADERS = Path(__file__).resolve().parents[1] / "graders"
+
+
+def test_a_file_is_quoted_by_its_head_and_a_link_out_or_a_fifo_is_never_read(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "merge.txt").write_text("".join(f"KEY{n}=" + "v" * 300 + "\n" for n in range(40)))
+    os.mkfifo(tmp_path / "out" / "pipe.txt")
+    secret = tmp_path.parent / f"{tmp_path.name}-secret"
+    secret.write_text("TOP-SECRET\n")
+    (tmp_path / "out" / "link.txt").symlink_to(secret)
+    work = LearnerWork(tmp_path)
+    with evidence.recording(evidence.Evidence()) as seen:
+        work.file("out/merge.txt").key_values()
+        work.file("out/link.txt").exists()
+        assert work.file("out/pipe.txt").exists() is False
+        work.file("out/missing.txt").exists()
+    shown = seen.as_json()
+    merge = next(entry for entry in shown if entry["file"] == "out/merge.txt")
+    assert merge["cut"] and len(merge["lines"]) <= evidence.LINES
+    assert all(len(line) < evidence.LINE_CHARS + 20 for line in merge["lines"])
+    assert {entry["file"] for entry in shown} == {"out/merge.txt", "out/pipe.txt", "out/missing.txt"}
+    assert [entry.get("exists") for entry in shown[1:]] == [False, False]
+    assert "TOP-SECRET" not in json.dumps(shown)
+
+
+def test_fields_read_with_dig_are_kept_on_the_object_even_for_a_later_check():
+    node = {"kind": "Node", "metadata": {"name": "lab-node-0", "resourceVersion": "42"}, "status": {"capacity": {}}}
+    ledger = evidence.Ledger()
+    with evidence.recording(evidence.Evidence(ledger)):
+        evidence.note_object("Node", node)
+    with evidence.recording(evidence.Evidence(ledger)) as later:
+        dig(node["status"], "capacity", "nvidia.com/gpu")
+        dig({"not": "read from the cluster"}, "not")
+    assert later.as_json() == [
+        {
+            "object": {"kind": "Node", "namespace": None, "name": "lab-node-0", "resourceVersion": "42"},
+            "fields": {"status.capacity.nvidia.com/gpu": None},
+        }
+    ]
+
+
+def test_a_check_keeps_a_bounded_number_of_entries_and_marks_the_rest():
+    with evidence.recording(evidence.Evidence()) as seen:
+        for n in range(evidence.ENTRIES + 10):
+            evidence.note_object("Pod", {"metadata": {"name": f"p{n}", "namespace": "x", "resourceVersion": "1"}})
+    shown = seen.as_json()
+    assert len(shown) == evidence.ENTRIES + 1 and shown[-1] == {"cut": "10 more entries left out"}
+    assert len(json.dumps(shown)) <= evidence.CHECK_CHARS
+
+
+def test_hidden_names_and_secrets_are_never_shown():
+    with evidence.recording(evidence.Evidence(hidden=frozenset({"decoy-agent"}))) as seen:
+        evidence.note_object("Pod", {"metadata": {"name": "decoy-agent", "namespace": "ops", "resourceVersion": "7"}})
+        seen.add("run", {"stdout": evidence.head("MISSING=decoy-agent/lab-node-2\ntoken: abc123", 100)[0]})
+    shown = json.dumps(seen.as_json())
+    assert "decoy-agent" not in shown and "(hidden)" in shown
+    assert "abc123" not in shown and "(secret)" in shown
+
+
+def _report(checks: int, evidence_chars: int, detail_chars: int) -> dict:
+    entry = {"file": "out/x.txt", "lines": ["1: " + "x" * evidence_chars]}
+    check = {"id": "lab.1.c", "evidence": [entry] * 20, "detail": "d" * detail_chars}
+    return {"steps": [{"number": 1, "checks": [dict(check) for _ in range(checks)]}]}
+
+
+def test_a_report_stays_under_one_mebibyte_with_what_was_cut_marked():
+    big = bounded(_report(60, 1_000, 20_000))
+    assert len(json.dumps(big, indent=1).encode()) <= REPORT_LIMIT and big["cut"] is True
+    assert all(check["evidence"][-1].get("cut") for check in big["steps"][0]["checks"])
+    small = _report(2, 10, 10)
+    assert bounded(small) == _report(2, 10, 10) and "cut" not in small
+
+
+def test_a_steps_files_and_kinds_are_read_from_its_evidence():
+    step = {
+        "checks": [
+            {"evidence": [{"file": "out/a.txt"}, {"object": {"kind": "Node", "name": "n"}}]},
+            {"evidence": [{"list": {"kind": "Pod"}}, {"run": {"script": "bin/c.sh", "cluster": True}}]},
+            {"evidence": [{"cut": "1 more entries left out"}]},
+        ]
+    }
+    assert step_reads(step) == ({"out/a.txt", "bin/c.sh"}, {"Node", "Pod", ANY_KIND})
+
+
+def _hidden_gpunode(folder: Path) -> Path:
+    """gpunode, its near misses' names hidden (``near_misses_hidden``), under a name of its own."""
+    copy = folder / "gpunode-hidden"
+    shutil.copytree(GRADERS / "gpunode", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (copy / "lab.toml").read_text().replace('name = "gpunode"', 'name = "gpunode-hidden"', 1)
+    (copy / "lab.toml").write_text(text.replace("near_misses = [", "near_misses_hidden = true\nnear_misses = [", 1))
+    return folder
+
+
+@pytest.mark.parametrize("lab", ["gpuop", "gpurt", "gpunode"])
+def test_every_check_of_a_reference_grading_has_bounded_evidence_and_nothing_hidden(lab, tmp_path, pytester, capsys):
+    course = _hidden_gpunode(tmp_path / "course") if lab == "gpunode" else None
+    name = "gpunode-hidden" if course else lab
+    found = discover([course] if course else []).get(name)
+    root, report = tmp_path / "root", tmp_path / "report.json"
+    with KwokCluster.for_lab(found, name=f"tests-evidence-{lab}") as cluster:
+        solve(lab, cluster, root)
+        result = pytester.runpytest_subprocess(
+            f"--lab={name}", f"--lab-root={root}", f"--kubeconfig={cluster.kubeconfig}", f"--gpulab-report={report}",
+            "--lab-seed=918273", "-p", "no:cacheprovider", *([f"--lab-dir={course}"] if course else []),
+        )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    data = json.loads(report.read_text())
+    assert report.stat().st_size < REPORT_LIMIT
+    checks = [check for step in data["steps"] for check in step["checks"]]
+    empty = [check["id"] for check in checks if not check["evidence"]]
+    assert not empty, f"checks without evidence: {empty}"
+    shown = json.dumps([check["evidence"] for check in checks])
+    assert "918273" not in shown and "lab-seed" not in shown
+    assert "/tmp/" not in shown and str(GRADERS) not in shown
+    if course:
+        names = {miss.name for miss in near_misses_in(found.near_misses)}
+        assert not [n for n in names if f'"{n}"' in shown or f"{n}/" in shown], "a hidden near miss is named"
+        assert "(hidden)" in shown
+    for step in data["steps"]:
+        files, kinds = step_reads(step)
+        assert files or kinds, step["number"]
+    capsys.readouterr()
+    assert main(["explain", str(report), checks[-1]["id"]]) == 0
+    printed = capsys.readouterr().out
+    assert checks[-1]["id"] in printed and "918273" not in printed
+    print(f"{lab}: report {report.stat().st_size} bytes, evidence {len(shown)} characters")
