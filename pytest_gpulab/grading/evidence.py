@@ -162,9 +162,10 @@ class Evidence:
 
 
 def _conceal(value: Any, hidden: frozenset[str]) -> Any:
+    """``value`` with each hidden name, wherever it stands as a whole name (not inside a longer one), hidden."""
     if isinstance(value, str):
         for name in hidden:
-            value = value.replace(name, HIDDEN)
+            value = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", HIDDEN, value)
         return value
     if isinstance(value, dict):
         return {_conceal(key, hidden): _conceal(item, hidden) for key, item in value.items()}

@@ -5,10 +5,11 @@ duration and the head of its output, with the grader's own paths named by their 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...sandbox.script_result import GRADER_PATH, LAB_PATH
+from ...sandbox.script_result import GRADER_PATH, LAB_PATH, ScriptResult
 from .. import evidence
 from ..learner import LearnerFile
 from .keeps import Keeps
@@ -18,13 +19,35 @@ if TYPE_CHECKING:
     from .runs import LearnerRun
 
 
-def plain(text: str) -> str:
-    """``text`` with a path into the lab shown as the lab names it, and a file the grader made by its name."""
+COPY_PORT = "_copy_port"
+
+
+def plain(text: str, root: Path | None = None, work: Path | None = None) -> str:
+    """``text`` with a path under the lab ``root`` relative to it, and a file the grader made (under its ``work``
+    folder, or a temporary folder of its own) by its name."""
+    if root is not None:
+        text = text.replace(str(root).rstrip("/") + "/", "")
+    if work is not None:
+        text = re.sub(re.escape(str(work).rstrip("/")) + r"(?:/[^\s:'\"]*)?/([^/\s:'\"]+)", r"\1", text)
     return GRADER_PATH.sub(r"\1", LAB_PATH.sub(r"\1", text))
 
 
-def script_name(script: Path | LearnerFile) -> str:
-    return str(script) if isinstance(script, LearnerFile) else plain(str(script)).rsplit("/", 1)[-1]
+def _argument(arg: str, root: Path | None, work: Path) -> str:
+    """An argument as the learner may read it: a path under the lab root relative to it, another path by its name."""
+    if not arg.startswith("/"):
+        return plain(arg, root, work)
+    if root is not None and Path(arg).is_relative_to(root):
+        return str(Path(arg).relative_to(root))
+    return Path(arg).name
+
+
+def script_name(script: Path | LearnerFile, root: Path | None = None) -> str:
+    """The script as the lab names it (``bin/check.sh``), or one of the grader's by its file's name."""
+    if isinstance(script, LearnerFile):
+        return str(script)
+    if root is not None and Path(script).is_relative_to(root):
+        return str(Path(script).relative_to(root))
+    return Path(script).name
 
 
 def _view(view: DoctoredView) -> dict[str, Any]:
@@ -33,17 +56,20 @@ def _view(view: DoctoredView) -> dict[str, Any]:
     shown: dict[str, Any] = {"view": "read-only" + (f", {hidden} Pods hidden" if hidden else "")}
     if view.doctor.taints:
         shown["tainted"] = sorted(view.doctor.taints)
-    copy = evidence.copy_at(str(view.upstream.port))
-    if copy is not None:
-        shown["near_misses"] = copy
+    shown[COPY_PORT] = str(view.upstream.port)  # which copy it shows is known where the check reads the run
     return shown
 
 
 def given(
-    script: Path | LearnerFile, args: tuple[str, ...], options: dict[str, Any], view: DoctoredView | None
+    script: Path | LearnerFile,
+    args: tuple[str, ...],
+    options: dict[str, Any],
+    view: DoctoredView | None,
+    places: tuple[Path | None, Path],
 ) -> dict[str, Any]:
-    """What a run was given, as its evidence says it."""
-    shown: dict[str, Any] = {"script": script_name(script), "args": [plain(arg) for arg in args]}
+    """What a run was given, as its evidence says it; ``places`` are the lab root and the runner's folder."""
+    root, work = places
+    shown: dict[str, Any] = {"script": script_name(script, root), "args": [_argument(arg, root, work) for arg in args]}
     if options.get("dump"):
         shown["dump"] = options["dump"]
     if options.get("dump_text"):
@@ -62,18 +88,26 @@ def given(
     return shown
 
 
+def entry(given: dict[str, Any], result: ScriptResult, root: Path | None, work: Path) -> dict[str, Any]:
+    """A run's evidence entry: what it was given, its exit status and duration, the head of its output."""
+    made: dict[str, Any] = {"run": given, "exit": result.exit_code, "duration": round(result.duration, 3)}
+    if result.exit_code is None:
+        made["ended"] = result.describe()
+    for stream in ("stdout", "stderr"):
+        text, cut = evidence.head(plain(getattr(result, stream), root, work), evidence.OUTPUT_CHARS)
+        made[stream] = text
+        if cut or getattr(result, f"{stream}_truncated"):
+            made[f"{stream}_cut"] = True
+    return made
+
+
 def note_run(run: LearnerRun) -> None:
     """The run, once, in the current check's evidence."""
     current = evidence.EVIDENCE.get()
     if current is None or not run.given:
         return
-    result = run.result
-    entry: dict[str, Any] = {"run": run.given, "exit": result.exit_code, "duration": round(result.duration, 3)}
-    if result.exit_code is None:
-        entry["ended"] = result.describe()
-    for stream in ("stdout", "stderr"):
-        text, cut = evidence.head(plain(getattr(result, stream)), evidence.OUTPUT_CHARS)
-        entry[stream] = text
-        if cut or getattr(result, f"{stream}_truncated"):
-            entry[f"{stream}_cut"] = True
-    current.add(("run", id(result)), entry)
+    given = dict(run.given["run"])
+    copy = evidence.copy_at(given.pop(COPY_PORT, ""))
+    if copy is not None:
+        given["near_misses"] = copy
+    current.add(("run", id(run.result)), {**run.given, "run": given})

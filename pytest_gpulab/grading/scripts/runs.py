@@ -39,7 +39,7 @@ class LearnerRun:
     started: float = 0.0
     ended: float = 0.0
     label: str = ""  # its arguments and options, as a profile shows them
-    given: dict[str, Any] = field(default_factory=dict, compare=False)  # what it was given, as evidence shows it
+    given: dict[str, Any] = field(default_factory=dict, compare=False)  # its evidence entry (scripts/record.py)
     readers: list[tuple[str, float]] = field(default_factory=list, compare=False)
 
     def asked_for_config_dump(self) -> bool:

@@ -215,8 +215,10 @@ class ScriptRunner:
         shown = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "no-containerd": not containerd}
         label = label_of(tuple(map(str, args)), {**shown, "view": view, "api": api, "keeps": keeps})
         options = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "containerd": containerd, "api": api}
-        given = record.given(script, tuple(map(str, args)), {**options, "keeps": keeps}, view)
-        run = replace(run, started=started, ended=time.monotonic(), label=label, given=given)
+        places = (self.lab_root, self.work)
+        given = record.given(script, tuple(map(str, args)), {**options, "keeps": keeps}, view, places)
+        seen = record.entry(given, run.result, *places)
+        run = replace(run, started=started, ended=time.monotonic(), label=label, given=seen)
         with self._shared:
             self.log.append(run)
         record.note_run(run)
