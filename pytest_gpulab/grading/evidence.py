@@ -12,6 +12,7 @@ pytest.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -117,9 +118,12 @@ class Evidence:
     entries: list[dict[str, Any]] = field(default_factory=list)
     left_out: int = 0
     _keys: dict[Hashable, dict[str, Any]] = field(default_factory=dict)
+    _changes: int = 0  # counted, so that an unchanged check's JSON is made once (a report is written after each)
+    _shown: tuple[int, list[dict[str, Any]]] = (-1, [])
 
     def add(self, key: Hashable, entry: dict[str, Any]) -> dict[str, Any] | None:
         """The entry under ``key``: the one kept already, else ``entry`` (None once the check has too many)."""
+        self._changes += 1
         if key in self._keys:
             return self._keys[key]
         if len(self.entries) >= ENTRIES:
@@ -140,6 +144,7 @@ class Evidence:
         entry = self.object(who)
         if entry is None:
             return
+        self._changes += 1
         fields = entry.setdefault("fields", {})
         name = ".".join(map(str, path)) or "(whole object)"
         if name in fields or len(fields) < FIELDS:
@@ -149,7 +154,13 @@ class Evidence:
 
     def as_json(self) -> list[dict[str, Any]]:
         """The entries, hidden names shown as such, bounded to :data:`CHECK_CHARS`; what was left out marked."""
-        entries = [_conceal(entry, self.hidden) for entry in self.entries]
+        if self._shown[0] != self._changes:
+            self._shown = (self._changes, self._bounded())
+        return self._shown[1]
+
+    def _bounded(self) -> list[dict[str, Any]]:
+        hiding = _hiding(self.hidden)
+        entries = [_conceal(entry, hiding) for entry in self.entries]
         left, size = self.left_out, 2
         kept: list[dict[str, Any]] = []
         for entry in entries:
@@ -161,16 +172,25 @@ class Evidence:
         return kept + ([{"cut": f"{left} more entries left out"}] if left else [])
 
 
-def _conceal(value: Any, hidden: frozenset[str]) -> Any:
-    """``value`` with each hidden name, wherever it stands as a whole name (not inside a longer one), hidden."""
-    if isinstance(value, str):
-        for name in hidden:
-            value = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", HIDDEN, value)
+@functools.lru_cache(maxsize=8)
+def _hiding(hidden: frozenset[str]) -> re.Pattern[str] | None:
+    """Each hidden name where it stands as a whole name (not inside a longer one)."""
+    if not hidden:
+        return None
+    names = "|".join(re.escape(name) for name in sorted(hidden, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.-])(?:{names})(?![\w.-])")
+
+
+def _conceal(value: Any, hiding: re.Pattern[str] | None) -> Any:
+    """``value`` (JSON data) with every hidden name shown as :data:`HIDDEN`."""
+    if hiding is None:
         return value
+    if isinstance(value, str):
+        return hiding.sub(HIDDEN, value)
     if isinstance(value, dict):
-        return {_conceal(key, hidden): _conceal(item, hidden) for key, item in value.items()}
+        return {_conceal(key, hiding): _conceal(item, hiding) for key, item in value.items()}
     if isinstance(value, list):
-        return [_conceal(item, hidden) for item in value]
+        return [_conceal(item, hiding) for item in value]
     return value
 
 

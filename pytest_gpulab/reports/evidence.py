@@ -16,6 +16,7 @@ from typing import Any
 
 REPORT_LIMIT = 1024 * 1024  # bytes of a report, as written
 ROOM = 16 * 1024  # kept for what the session adds (cluster_reads) and for the estimate's error
+FAR_BELOW = 8  # indentation adds less than this factor to a report's compact size
 ANY_KIND = "*"  # a script that read the cluster may have read any kind
 LEFT_OUT = "left out to keep the report under 1 MiB"
 
@@ -53,7 +54,10 @@ def _cut(document: dict[str, Any], field: str, limit: int) -> None:
 
 
 def bounded(document: dict[str, Any], limit: int = REPORT_LIMIT - ROOM) -> dict[str, Any]:
-    """The report within ``limit`` bytes as written: evidence cut first, then details; ``"cut": true`` if any was."""
+    """The report within ``limit`` bytes as written: evidence cut first, then details; ``"cut": true`` if any was.
+    A report far below it is measured without its indentation only (a report is written after every check)."""
+    if len(json.dumps(document, default=str).encode()) <= limit // FAR_BELOW:
+        return document
     if _size(document) > limit:
         for field in ("evidence", "detail"):
             _cut(document, field, limit)
