@@ -17,9 +17,11 @@ from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.grading import evidence
 from pytest_gpulab.grading.learner import LearnerWork
 from pytest_gpulab.grading.parsing import dig
+from pytest_gpulab.grading.scripts import record
 from pytest_gpulab.labs.discovery import discover
 from pytest_gpulab.labs.nearmisses import near_misses_in
 from pytest_gpulab.reports.evidence import ANY_KIND, REPORT_LIMIT, bounded, step_reads
+from pytest_gpulab.sandbox.script_result import ScriptResult
 
 GRADERS = Path(__file__).resolve().parents[1] / "graders"
 
@@ -78,6 +80,27 @@ def test_hidden_names_and_secrets_are_never_shown():
     shown = json.dumps(seen.as_json())
     assert "decoy-agent" not in shown and "(hidden)" in shown
     assert "abc123" not in shown and "(secret)" in shown
+
+
+def test_a_runs_output_is_quoted_by_its_head_without_the_graders_paths_or_secrets(tmp_path):
+    root, work = tmp_path / "root", tmp_path / "work"
+    flood = (
+        f"reading {root}/etc/containerd/config.toml and {work}/run-3/fake-containerd/dump.toml\n"
+        "client-key-data: LS0tLS1CRUdJTi\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\n"
+        + "x"
+        * 100_000
+    )
+    result = ScriptResult(["bash", f"{root}/bin/c.sh"], 1, flood, flood, False, False, False, 0.5)
+    given = record.given(
+        root / "bin" / "c.sh", (f"{work}/planned-1-v3/config.toml", f"{root}/etc/x.toml", "ns"), {"dump": "v2"}, None,
+        (root, work),
+    )  # fmt: skip
+    entry = record.entry(given, result, root, work)
+    assert given["script"] == "bin/c.sh" and given["args"] == ["config.toml", "etc/x.toml", "ns"]
+    shown = json.dumps(entry)
+    assert str(tmp_path) not in shown and "LS0tLS1CRUdJTi" not in shown and "MIIEow" not in shown
+    assert "etc/containerd/config.toml" in shown and "dump.toml" in shown
+    assert entry["stdout_cut"] and len(entry["stdout"]) <= evidence.OUTPUT_CHARS + len(evidence.CUT)
 
 
 def _report(checks: int, evidence_chars: int, detail_chars: int) -> dict:
@@ -147,3 +170,22 @@ def test_every_check_of_a_reference_grading_has_bounded_evidence_and_nothing_hid
     printed = capsys.readouterr().out
     assert checks[-1]["id"] in printed and "918273" not in printed
     print(f"{lab}: report {report.stat().st_size} bytes, evidence {len(shown)} characters")
+
+
+def test_explain_prints_a_checks_evidence_never_its_detail_and_names_a_missing_check(tmp_path, capsys):
+    check = {
+        "id": "gpuop.5.pending-reason", "name": "pending-reason", "outcome": "failed", "message": "REASON is wrong.",
+        "hint": None, "detail": {"seed": 918273}, "evidence": [{"file": "out/pending.txt", "lines": ["1: REASON=x"],
+        "line_count": 1}, {"run": {"script": "bin/c.sh", "args": ["ns"], "cluster": True}, "exit": 1,
+        "duration": 0.2, "stdout": "MISSING=a", "stderr": ""}, {"cut": "3 more entries left out"}],
+    }  # fmt: skip
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"lab": "gpuop", "steps": [{"number": 5, "checks": [check]}]}))
+    assert main(["explain", str(report), "5.pending-reason"]) == 0
+    printed = capsys.readouterr().out
+    assert "REASON is wrong." in printed and "1: REASON=x" in printed and "run bin/c.sh ns: exit 1" in printed
+    assert "stdout: MISSING=a" in printed and "3 more entries left out" in printed and "918273" not in printed
+    assert main(["explain", str(report), "gpuop.9.nothing"]) == 1
+    report.write_text("{not json")
+    assert main(["explain", str(report), "gpuop.5.pending-reason"]) == 1
+    assert "could not be read" in capsys.readouterr().err

@@ -146,7 +146,7 @@ class Evidence:
             return
         self._changes += 1
         fields = entry.setdefault("fields", {})
-        name = ".".join(map(str, path)) or "(whole object)"
+        name = head(".".join(map(str, path)), VALUE_CHARS)[0] or "(whole object)"
         if name in fields or len(fields) < FIELDS:
             fields[name] = _value(value)
         else:
