@@ -90,6 +90,8 @@ def test_a_runs_output_is_quoted_by_its_head_without_the_graders_paths_or_secret
         + "x"
         * 100_000
     )
+    (work / "planned-1-v3").mkdir(parents=True)
+    (work / "planned-1-v3" / "config.toml").write_text("version = 3\n")
     result = ScriptResult(["bash", f"{root}/bin/c.sh"], 1, flood, flood, False, False, False, 0.5)
     given = record.given(
         root / "bin" / "c.sh", (f"{work}/planned-1-v3/config.toml", f"{root}/etc/x.toml", "ns"), {"dump": "v2"}, None,
@@ -97,6 +99,7 @@ def test_a_runs_output_is_quoted_by_its_head_without_the_graders_paths_or_secret
     )  # fmt: skip
     entry = record.entry(given, result, root, work)
     assert given["script"] == "bin/c.sh" and given["args"] == ["config.toml", "etc/x.toml", "ns"]
+    assert given["files"]["config.toml"]["lines"] == ["1: version = 3"]
     shown = json.dumps(entry)
     assert str(tmp_path) not in shown and "LS0tLS1CRUdJTi" not in shown and "MIIEow" not in shown
     assert "etc/containerd/config.toml" in shown and "dump.toml" in shown

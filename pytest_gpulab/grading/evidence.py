@@ -207,7 +207,7 @@ def recording(evidence: Evidence) -> Iterator[Evidence]:
         EVIDENCE.reset(token)
 
 
-def _head_of(path: Path) -> dict[str, Any]:
+def file_head(path: Path) -> dict[str, Any]:
     """The quoted head of a regular file, read without blocking (never a FIFO's or a device's), or that it is not
     a file there."""
     try:
@@ -231,7 +231,7 @@ def note_file(relative: str, path: Path) -> None:
     """A learner's file read: its first lines (only the head of it is read), or that it is not there."""
     evidence = EVIDENCE.get()
     if evidence is not None and ("file", relative) not in evidence._keys:
-        evidence.add(("file", relative), {"file": relative, **_head_of(path)})
+        evidence.add(("file", relative), {"file": relative, **file_head(path)})
 
 
 def note_document(relative: str, document: Any) -> Any:

@@ -26,6 +26,8 @@ def find_check(report: Mapping[str, Any], wanted: str) -> dict[str, Any] | None:
 
 
 def _who(obj: Mapping[str, Any]) -> str:
+    if not isinstance(obj, Mapping):
+        return str(obj)
     where = f"{obj.get('namespace')}/" if obj.get("namespace") else ""
     version = f" (resourceVersion {obj['resourceVersion']})" if obj.get("resourceVersion") else ""
     missing = ": not found" if obj.get("found") is False else ""
@@ -43,17 +45,40 @@ def _file(entry: Mapping[str, Any]) -> Iterator[str]:
         yield "    ...(cut)"
 
 
+def _given(run: Mapping[str, Any]) -> list[str]:
+    """What a run was given, in words."""
+    said = {
+        "dump": lambda value: f"the containerd dump {value}",
+        "generated_dump": lambda value: "a containerd dump the grader generated",
+        "cluster": lambda value: "the cluster" if value else "no cluster",
+        "containerd": lambda value: "no containerd" if value is False else "containerd",
+        "view": lambda value: f"a view of the cluster ({value})",
+        "tainted": lambda value: f"nodes shown tainted: {', '.join(map(str, value))}",
+        "near_misses": lambda value: "the near-miss copy, with " + ", ".join(_who(obj) for obj in value),
+        "files": lambda value: f"the files {', '.join(value)}",
+        "api": lambda value: f"an API server that is {value}",
+        "kept": lambda value: (
+            "a kept state (its $TMPDIR, /tmp and $HOME)" if value.get("state") else "files in its folder"
+        ),
+    }
+    return [
+        said[key](value) if key in said else f"{key}={value}"
+        for key, value in run.items()
+        if key not in ("script", "args")
+    ]
+
+
 def _run(entry: Mapping[str, Any]) -> Iterator[str]:
     run = entry.get("run") or {}
-    given = [f"{key}={value}" for key, value in run.items() if key not in ("script", "args", "generated_dump")]
-    if run.get("generated_dump"):
-        given.append("a generated containerd dump")
+    given = _given(run)
     ended = entry.get("ended") or f"exit {entry.get('exit')}"
     yield f"run {' '.join([str(run.get('script')), *map(str, run.get('args') or [])])}: {ended} in {entry.get('duration')} s"
     if given:
         yield f"    given: {', '.join(given)}"
     for line in (run.get("generated_dump") or {}).get("lines") or []:
         yield f"    dump {line}"
+    for name, head in (run.get("files") or {}).items():
+        yield from (f"    {name} {line}" for line in (head or {}).get("lines") or [])
     for stream in ("stdout", "stderr"):
         text = str(entry.get(stream) or "")
         lines = text.splitlines()[:8]

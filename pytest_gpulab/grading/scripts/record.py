@@ -6,6 +6,7 @@ duration and the head of its output, with the grader's own paths named by their 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 
 COPY_PORT = "_copy_port"
+GIVEN_FILES = 4  # files a run's evidence quotes the head of
 
 
 def plain(text: str, root: Path | None = None, work: Path | None = None) -> str:
@@ -60,6 +62,14 @@ def _view(view: DoctoredView) -> dict[str, Any]:
     return shown
 
 
+def _given_files(args: tuple[str, ...], inputs: Iterable[tuple[str, Path]], work: Path) -> dict[str, dict[str, Any]]:
+    """The head of each file the grader made in its ``work`` folder and gave the run (a generated dump named in its
+    arguments, or put in its folder), by the name the run knows it by; a few at most."""
+    given = [(Path(arg).name, Path(arg)) for arg in args if arg.startswith("/")]
+    made = [(name, path) for name, path in [*given, *inputs] if Path(path).is_relative_to(work)]
+    return {name: evidence.file_head(Path(path)) for name, path in made[:GIVEN_FILES]}
+
+
 def given(
     script: Path | LearnerFile,
     args: tuple[str, ...],
@@ -83,6 +93,9 @@ def given(
     keeps = options.get("keeps")
     if isinstance(keeps, Keeps) and (keeps.state or keeps.inputs):
         shown["kept"] = {"state": keeps.state is not None, "inputs": [name for name, _ in keeps.inputs]}
+    files = _given_files(args, keeps.inputs if isinstance(keeps, Keeps) else (), work)
+    if files:
+        shown["files"] = files
     if view is not None:
         shown.update(_view(view))
     return shown
