@@ -79,6 +79,7 @@ def _run(entry: Mapping[str, Any]) -> Iterator[str]:
         yield f"    dump {line}"
     for name, head in (run.get("files") or {}).items():
         yield from (f"    {name} {line}" for line in (head or {}).get("lines") or [])
+        yield from (f"    {name} defines {table}" for table in (head or {}).get("runtime_tables") or [])
     for stream in ("stdout", "stderr"):
         text = str(entry.get(stream) or "")
         lines = text.splitlines()[:8]

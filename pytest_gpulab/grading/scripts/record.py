@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 COPY_PORT = "_copy_port"
 GIVEN_FILES = 4  # files a run's evidence quotes the head of
+RUNTIME_TABLE = re.compile(r"^\s*\[.*\.runtimes\.[^.\]]+\]\s*$")  # [plugins."...".containerd.runtimes.NAME]
 
 
 def plain(text: str, root: Path | None = None, work: Path | None = None) -> str:
@@ -62,12 +63,29 @@ def _view(view: DoctoredView) -> dict[str, Any]:
     return shown
 
 
-def _given_files(args: tuple[str, ...], inputs: Iterable[tuple[str, Path]], work: Path) -> dict[str, dict[str, Any]]:
-    """The head of each file the grader made in its ``work`` folder and gave the run (a generated dump named in its
+def _given_files(
+    args: tuple[str, ...], inputs: Iterable[tuple[str, Path]], root: Path | None, work: Path
+) -> dict[str, dict[str, Any]]:
+    """The head of each file the grader made in its ``work`` folder (not the lab ``root``) and gave the run (a generated dump named in its
     arguments, or put in its folder), by the name the run knows it by; a few at most."""
     given = [(Path(arg).name, Path(arg)) for arg in args if arg.startswith("/")]
     made = [(name, path) for name, path in [*given, *inputs] if Path(path).is_relative_to(work)]
-    return {name: evidence.file_head(Path(path)) for name, path in made[:GIVEN_FILES]}
+    made = [(name, path) for name, path in made if root is None or not Path(path).is_relative_to(root)]
+    return {name: {**evidence.file_head(Path(path)), **_runtimes(Path(path))} for name, path in made[:GIVEN_FILES]}
+
+
+def _runtimes(path: Path) -> dict[str, Any]:
+    """The runtime tables a containerd configuration the grader made defines (what such a dump is about), a dozen
+    at most; nothing for another file."""
+    if path.suffix != ".toml" or not path.is_file():
+        return {}
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            text = handle.read(256 * 1024)
+    except OSError:
+        return {}
+    tables = [line.strip() for line in text.splitlines() if RUNTIME_TABLE.match(line)]
+    return {"runtime_tables": [evidence.head(table, evidence.LINE_CHARS)[0] for table in tables[:12]]}
 
 
 def given(
@@ -77,7 +95,8 @@ def given(
     view: DoctoredView | None,
     places: tuple[Path | None, Path],
 ) -> dict[str, Any]:
-    """What a run was given, as its evidence says it; ``places`` are the lab root and the runner's folder."""
+    """What a run was given, as its evidence says it; ``places`` are the lab root and the grader's folder (the
+    grading's temporary one)."""
     root, work = places
     shown: dict[str, Any] = {"script": script_name(script, root), "args": [_argument(arg, root, work) for arg in args]}
     if options.get("dump"):
@@ -93,7 +112,7 @@ def given(
     keeps = options.get("keeps")
     if isinstance(keeps, Keeps) and (keeps.state or keeps.inputs):
         shown["kept"] = {"state": keeps.state is not None, "inputs": [name for name, _ in keeps.inputs]}
-    files = _given_files(args, keeps.inputs if isinstance(keeps, Keeps) else (), work)
+    files = _given_files(args, keeps.inputs if isinstance(keeps, Keeps) else (), root, work)
     if files:
         shown["files"] = files
     if view is not None:

@@ -215,7 +215,7 @@ class ScriptRunner:
         shown = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "no-containerd": not containerd}
         label = label_of(tuple(map(str, args)), {**shown, "view": view, "api": api, "keeps": keeps})
         options = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "containerd": containerd, "api": api}
-        places = (self.lab_root, self.work)
+        places = (self.lab_root, self.work.parent)  # the grading's temporary folder: the runner's and the steps' files
         given = record.given(script, tuple(map(str, args)), {**options, "keeps": keeps}, view, places)
         seen = record.entry(given, run.result, *places)
         run = replace(run, started=started, ended=time.monotonic(), label=label, given=seen)
