@@ -14,7 +14,7 @@ from grading import solve
 
 from pytest_gpulab.cli import main
 from pytest_gpulab.cluster.kwok import KwokCluster
-from pytest_gpulab.grading import evidence
+from pytest_gpulab.grading import evidence, quoting
 from pytest_gpulab.grading.learner import LearnerWork
 from pytest_gpulab.grading.parsing import dig
 from pytest_gpulab.grading.scripts import record
@@ -41,8 +41,8 @@ def test_a_file_is_quoted_by_its_head_and_a_link_out_or_a_fifo_is_never_read(tmp
         work.file("out/missing.txt").exists()
     shown = seen.as_json()
     merge = next(entry for entry in shown if entry["file"] == "out/merge.txt")
-    assert merge["cut"] and len(merge["lines"]) <= evidence.LINES
-    assert all(len(line) < evidence.LINE_CHARS + 20 for line in merge["lines"])
+    assert merge["cut"] and len(merge["lines"]) <= quoting.LINES
+    assert all(len(line) < quoting.LINE_CHARS + 20 for line in merge["lines"])
     assert {entry["file"] for entry in shown} == {"out/merge.txt", "out/pipe.txt", "out/missing.txt"}
     assert [entry.get("exists") for entry in shown[1:]] == [False, False]
     assert "TOP-SECRET" not in json.dumps(shown)
@@ -76,7 +76,7 @@ def test_a_check_keeps_a_bounded_number_of_entries_and_marks_the_rest():
 def test_hidden_names_and_secrets_are_never_shown():
     with evidence.recording(evidence.Evidence(hidden=frozenset({"decoy-agent"}))) as seen:
         evidence.note_object("Pod", {"metadata": {"name": "decoy-agent", "namespace": "ops", "resourceVersion": "7"}})
-        seen.add("run", {"stdout": evidence.head("MISSING=decoy-agent/lab-node-2\ntoken: abc123", 100)[0]})
+        seen.add("run", {"stdout": quoting.head("MISSING=decoy-agent/lab-node-2\ntoken: abc123", 100)[0]})
     shown = json.dumps(seen.as_json())
     assert "decoy-agent" not in shown and "(hidden)" in shown
     assert "abc123" not in shown and "(secret)" in shown
@@ -103,7 +103,7 @@ def test_a_runs_output_is_quoted_by_its_head_without_the_graders_paths_or_secret
     shown = json.dumps(entry)
     assert str(tmp_path) not in shown and "LS0tLS1CRUdJTi" not in shown and "MIIEow" not in shown
     assert "etc/containerd/config.toml" in shown and "dump.toml" in shown
-    assert entry["stdout_cut"] and len(entry["stdout"]) <= evidence.OUTPUT_CHARS + len(evidence.CUT)
+    assert entry["stdout_cut"] and len(entry["stdout"]) <= evidence.OUTPUT_CHARS + len(quoting.CUT)
 
 
 def _report(checks: int, evidence_chars: int, detail_chars: int) -> dict:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import stat
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -25,8 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-LINES = 12  # lines quoted of a file
-LINE_CHARS = 160  # characters of one quoted line
+from .quoting import file_head, head
+
 VALUE_CHARS = 160  # characters of one field's value, as JSON
 FIELDS = 16  # fields kept per object
 LIST_ITEMS = 20  # objects of one list kept (and followed by dig)
@@ -34,31 +32,7 @@ ENTRIES = 40  # entries of one check
 CHECK_CHARS = 24_000  # characters of one check's evidence, as JSON
 OUTPUT_CHARS = 600  # characters of a script's stdout or stderr
 WALK = 3000  # containers of one object followed by dig
-CUT = "...(cut)"
 HIDDEN = "(hidden)"
-SECRET = re.compile(
-    r"(-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)"
-    r"|(token|password|client-key-data|client-certificate-data|certificate-authority-data)(\"?\s*[:=]\s*)\S+)",
-    re.S | re.I,
-)
-
-
-def head(text: str, chars: int) -> tuple[str, bool]:
-    """The first ``chars`` characters of ``text``, secrets blanked; and whether it was cut."""
-    text = SECRET.sub(lambda m: f"{m.group(3)}{m.group(4)}(secret)" if m.group(3) else "(secret)", text)
-    return (text, False) if len(text) <= chars else (text[:chars] + CUT, True)
-
-
-def quoted_lines(text: str, count: int = LINES) -> dict[str, Any]:
-    """The first ``count`` lines, numbered, each bounded; how many there are, and whether any was cut."""
-    lines = text.splitlines()
-    kept = []
-    cut = len(lines) > count
-    for number, line in enumerate(lines[:count], 1):
-        shown, short = head(line, LINE_CHARS)
-        kept.append(f"{number}: {shown}")
-        cut = cut or short
-    return {"lines": kept, "line_count": len(lines), **({"cut": True} if cut else {})}
 
 
 def _value(value: Any) -> Any:
@@ -205,26 +179,6 @@ def recording(evidence: Evidence) -> Iterator[Evidence]:
         yield evidence
     finally:
         EVIDENCE.reset(token)
-
-
-def file_head(path: Path) -> dict[str, Any]:
-    """The quoted head of a regular file, read without blocking (never a FIFO's or a device's), or that it is not
-    a file there."""
-    try:
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return {"exists": False}
-    try:
-        status = os.fstat(handle)
-        if not stat.S_ISREG(status.st_mode):
-            return {"exists": False}
-        data = os.read(handle, LINES * (LINE_CHARS + 1))
-    except OSError:
-        return {"exists": False}
-    finally:
-        os.close(handle)
-    quoted = quoted_lines(data.decode("utf-8", "replace"))
-    return {**quoted, "cut": True, "line_count": None} if status.st_size > len(data) else quoted
 
 
 def note_file(relative: str, path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...sandbox.script_result import GRADER_PATH, LAB_PATH, ScriptResult
-from .. import evidence
+from .. import evidence, quoting
 from ..learner import LearnerFile
 from .keeps import Keeps
 
@@ -71,7 +71,7 @@ def _given_files(
     given = [(Path(arg).name, Path(arg)) for arg in args if arg.startswith("/")]
     made = [(name, path) for name, path in [*given, *inputs] if Path(path).is_relative_to(work)]
     made = [(name, path) for name, path in made if root is None or not Path(path).is_relative_to(root)]
-    return {name: {**evidence.file_head(Path(path)), **_runtimes(Path(path))} for name, path in made[:GIVEN_FILES]}
+    return {name: {**quoting.file_head(Path(path)), **_runtimes(Path(path))} for name, path in made[:GIVEN_FILES]}
 
 
 def _runtimes(path: Path) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def _runtimes(path: Path) -> dict[str, Any]:
     except OSError:
         return {}
     tables = [line.strip() for line in text.splitlines() if RUNTIME_TABLE.match(line)]
-    return {"runtime_tables": [evidence.head(table, evidence.LINE_CHARS)[0] for table in tables[:12]]}
+    return {"runtime_tables": [quoting.head(table, quoting.LINE_CHARS)[0] for table in tables[:12]]}
 
 
 def given(
@@ -102,7 +102,7 @@ def given(
     if options.get("dump"):
         shown["dump"] = options["dump"]
     if options.get("dump_text"):
-        shown["generated_dump"] = evidence.quoted_lines(options["dump_text"])
+        shown["generated_dump"] = quoting.quoted_lines(options["dump_text"])
     if options.get("cluster"):
         shown["cluster"] = True
     if not options.get("containerd", True):
@@ -126,7 +126,7 @@ def entry(given: dict[str, Any], result: ScriptResult, root: Path | None, work: 
     if result.exit_code is None:
         made["ended"] = result.describe()
     for stream in ("stdout", "stderr"):
-        text, cut = evidence.head(plain(getattr(result, stream), root, work), evidence.OUTPUT_CHARS)
+        text, cut = quoting.head(plain(getattr(result, stream), root, work), evidence.OUTPUT_CHARS)
         made[stream] = text
         if cut or getattr(result, f"{stream}_truncated"):
             made[f"{stream}_cut"] = True
