@@ -15,6 +15,7 @@ from grading import solve
 from pytest_gpulab.cli import main
 from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.grading import evidence, quoting
+from pytest_gpulab.grading.feedback import StepFailed
 from pytest_gpulab.grading.learner import LearnerWork
 from pytest_gpulab.grading.parsing import dig
 from pytest_gpulab.grading.scripts import record
@@ -192,3 +193,32 @@ def test_explain_prints_a_checks_evidence_never_its_detail_and_names_a_missing_c
     report.write_text("{not json")
     assert main(["explain", str(report), "gpuop.5.pending-reason"]) == 1
     assert "could not be read" in capsys.readouterr().err
+
+
+def test_hostile_files_leave_bounded_evidence_and_never_break_the_reading(tmp_path):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "garbage.toml").write_bytes(bytes(range(256)) * 4000)
+    (tmp_path / "etc" / "wide.toml").write_text("".join(f'k{n}{"x" * 500} = "{"v" * 1000}"\n' for n in range(500)))
+    (tmp_path / "etc" / "deep.yaml").write_text("kind: Pod\nmetadata: {name: deep}\nspec: " + "[" * 90 + "]" * 90)
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + n)}: &{chr(98 + n)} [{', '.join([f'*{chr(97 + n)}'] * 9)}]\n" for n in range(8)
+    )
+    (tmp_path / "etc" / "laughs.yaml").write_text(laughs)
+    (tmp_path / "etc" / "loop.toml").symlink_to(tmp_path / "etc" / "loop.toml")
+    work = LearnerWork(tmp_path)
+    with evidence.recording(evidence.Evidence()) as seen:
+        wide = work.file("etc/wide.toml").toml()
+        for key in wide:
+            dig(wide, key)
+        deep = work.file("etc/deep.yaml").objects()
+        dig(deep, 0, "spec", *[0] * 80)
+        for name in ("garbage.toml", "laughs.yaml", "loop.toml"):
+            reader = work.file(f"etc/{name}")
+            with pytest.raises(StepFailed):
+                reader.objects() if name.endswith(".yaml") else reader.toml()
+    shown = seen.as_json()
+    assert len(json.dumps(shown)) <= evidence.CHECK_CHARS + 100
+    wide_entry = next(entry for entry in shown if entry.get("file") == "etc/wide.toml")
+    assert len(wide_entry["fields"]) == evidence.FIELDS and wide_entry["fields_cut"] and wide_entry["cut"]
+    assert all(len(name) <= evidence.VALUE_CHARS + len(quoting.CUT) for name in wide_entry["fields"])
+    assert {entry["file"] for entry in shown} >= {"etc/garbage.toml", "etc/deep.yaml", "etc/laughs.yaml"}
