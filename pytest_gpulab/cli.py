@@ -83,7 +83,8 @@ def cmd_labs(args: argparse.Namespace) -> int:
 
 
 def _print_near_misses(lab: Lab) -> None:
-    """The objects a copy of the cluster adds for the checkers, and which step's checker each serves."""
+    """The objects a copy of the cluster adds for the checkers, and which step's checker each serves (by kind alone
+    where the lab hides their names)."""
     try:
         found = near_misses_in(lab.near_misses)
     except (OSError, yaml.YAMLError) as error:
@@ -93,7 +94,9 @@ def _print_near_misses(lab: Lab) -> None:
         print("  near misses (added to a copy of the cluster at grading, for the checkers to tell apart):")
     for miss in found:
         steps = ", ".join(map(str, miss.steps)) or "no step named"
-        print(f"    {miss.kind} {miss.name} (step{'s' if len(miss.steps) > 1 else ''} {steps}): {miss.note}")
+        print(
+            f"    {miss.kind} {'(hidden)' if lab.near_misses_hidden else miss.name} (step{'s' if len(miss.steps) > 1 else ''} {steps}): {miss.note}"
+        )
 
 
 def cmd_up(args: argparse.Namespace) -> int:

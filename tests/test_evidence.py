@@ -20,7 +20,8 @@ from pytest_gpulab.grading.learner import LearnerWork
 from pytest_gpulab.grading.parsing import dig
 from pytest_gpulab.grading.scripts import record
 from pytest_gpulab.labs.discovery import discover
-from pytest_gpulab.labs.nearmisses import near_misses_in
+from pytest_gpulab.labs.labfile import LabFileError, load_lab
+from pytest_gpulab.labs.nearmisses import hidden_names, near_misses_in
 from pytest_gpulab.reports.evidence import ANY_KIND, REPORT_LIMIT, bounded, step_reads
 from pytest_gpulab.sandbox.script_result import ScriptResult
 
@@ -222,3 +223,19 @@ def test_hostile_files_leave_bounded_evidence_and_never_break_the_reading(tmp_pa
     assert len(wide_entry["fields"]) == evidence.FIELDS and wide_entry["fields_cut"] and wide_entry["cut"]
     assert all(len(name) <= evidence.VALUE_CHARS + len(quoting.CUT) for name in wide_entry["fields"])
     assert {entry["file"] for entry in shown} >= {"etc/garbage.toml", "etc/deep.yaml", "etc/laughs.yaml"}
+
+
+def test_a_lab_hides_its_near_misses_names_by_its_lab_file_and_gpulab_labs_shows_them_not(tmp_path, capsys):
+    course = _hidden_gpunode(tmp_path / "course")
+    lab = discover([course]).get("gpunode-hidden")
+    assert lab.near_misses_hidden and "gpu-feature-discovery-debug" in hidden_names(lab)
+    assert hidden_names(discover().get("gpunode")) == frozenset()
+    assert main(["labs", "--lab-dir", str(course), "gpunode-hidden"]) == 0
+    printed = capsys.readouterr().out
+    assert "Pod (hidden)" in printed and "gpu-feature-discovery-debug" not in printed
+    text = (course / "gpunode-hidden" / "lab.toml").read_text()
+    (course / "gpunode-hidden" / "lab.toml").write_text(
+        text.replace("near_misses_hidden = true", 'near_misses_hidden = "yes"')
+    )
+    with pytest.raises(LabFileError, match="near_misses_hidden should be a bool"):
+        load_lab(course / "gpunode-hidden")
