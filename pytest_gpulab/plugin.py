@@ -37,13 +37,12 @@ from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures
     settings_key,
     step_random,
 )
-from .grading import evidence
 from .grading.feedback import StepBlocked, StepFailed, listed
 from .grading.live import warm_up
 from .guard import stay_out_of
 from .labs.labfile import Lab, load_lab
-from .labs.nearmisses import hidden_names
 from .options import add_options
+from .recorder import Recorder
 from .reports import reporting
 from .reports.report_file import test_metadata
 from .reports.reporting import BLOCKED, ERROR, FAILED, CheckRun, results_key
@@ -91,6 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:SOCKS support in urllib3 requires:Warning")
     config.stash[settings_key] = settings_mod.resolve(config, config.stash.get(early_lab_key, None))
     config.pluginmanager.register(GradingReports(config), "gpulab-reports")
+    config.pluginmanager.register(Recorder(config), "gpulab-evidence")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -222,27 +222,6 @@ def notes_of(item: pytest.Item) -> list[str]:
 
 def _run_of(config: pytest.Config, nodeid: str) -> CheckRun | None:
     return config.stash.get(results_key, {}).get(nodeid)
-
-
-ledger_key = pytest.StashKey[evidence.Ledger]()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-    """Each check's evidence: what the kits read while it is set up, run and torn down (grading/evidence.py)."""
-    run = _run_of(item.config, item.nodeid)
-    if run is None:
-        return (yield)
-    chosen = item.config.stash[settings_key].lab
-    ledger = item.config.stash.setdefault(ledger_key, evidence.Ledger())
-    run.evidence = evidence.Evidence(ledger, hidden_names(chosen) if chosen is not None else frozenset())
-    with evidence.recording(run.evidence):
-        return (yield)
-
-
-def pytest_runtest_call(item: pytest.Item) -> None:
-    """What the check's fixtures hand it that the run read before counts as read by it too."""
-    evidence.note_given(getattr(item, "funcargs", {}).values())
 
 
 @pytest.hookimpl(tryfirst=True)

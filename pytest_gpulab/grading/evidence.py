@@ -107,6 +107,12 @@ class Evidence:
         self.entries.append(entry)
         return entry
 
+    def take(self, other: Evidence) -> None:
+        """Another record's entries (a fixture's), as this one's too."""
+        for key, entry in other._keys.items():
+            taken = {name: dict(value) if name == "fields" else value for name, value in entry.items()}
+            self.add(key, taken)
+
     def object(self, who: dict[str, Any]) -> dict[str, Any] | None:
         """The entry of an object (its identity) or of a learner's file (its entry as first read)."""
         if "file" in who:
