@@ -239,3 +239,52 @@ def test_a_lab_hides_its_near_misses_names_by_its_lab_file_and_gpulab_labs_shows
     )
     with pytest.raises(LabFileError, match="near_misses_hidden should be a bool"):
         load_lab(course / "gpunode-hidden")
+
+
+MINI_STEP = """
+import pytest
+
+from pytest_gpulab.grading import expect
+
+pytestmark = pytest.mark.step(1, "Files", points=1)
+
+
+@pytest.fixture(scope="module")
+def answers(learner):
+    return learner.file("out/answers.txt").key_values("COUNT")
+
+
+def test_count(answers):
+    expect(answers["COUNT"] == "2", "COUNT should be 2.")
+
+
+def test_notes(learner):
+    expect("gpu" in learner.file("out/notes.txt").text(), "notes should mention gpu.")
+
+
+def test_count_again(answers):
+    expect(int(answers["COUNT"]) > 0, "COUNT should be positive.")
+"""
+
+
+def test_a_module_fixtures_reads_count_for_each_check_that_uses_it_and_no_other(pytester, tmp_path):
+    lab = tmp_path / "course" / "mini"
+    lab.mkdir(parents=True)
+    (lab / "lab.toml").write_text('name = "mini"\ntitle = "Mini"\ndefault_root = "/root/mini"\nrubric_version = "1"\n')
+    (lab / "step1_files.py").write_text(MINI_STEP)
+    root = tmp_path / "root"
+    (root / "out").mkdir(parents=True)
+    (root / "out" / "answers.txt").write_text("COUNT=2\n")
+    (root / "out" / "notes.txt").write_text("the gpu node\n")
+    report = tmp_path / "report.json"
+    result = pytester.runpytest_subprocess(
+        f"--lab-dir={tmp_path / 'course'}", "--lab=mini", f"--lab-root={root}", f"--gpulab-report={report}"
+    )
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    checks = {check["name"]: check["evidence"] for check in json.loads(report.read_text())["steps"][0]["checks"]}
+    assert {name: [entry["file"] for entry in found] for name, found in checks.items()} == {
+        "count": ["out/answers.txt"],
+        "notes": ["out/notes.txt"],
+        "count-again": ["out/answers.txt"],
+    }
+    assert checks["count-again"][0]["lines"] == ["1: COUNT=2"]
