@@ -20,7 +20,7 @@ class Recorder:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.ledger = evidence.Ledger()  # what the run read, by object: its checks' fields are found through it
-        self.by_fixture: dict[str, evidence.Evidence] = {}  # what each fixture read when last set up
+        self.by_fixture: dict[str, tuple[str, evidence.Evidence]] = {}  # each fixture's last setup: its node, its reads
 
     def _fresh(self) -> evidence.Evidence:
         lab = self.config.stash[settings_key].lab
@@ -37,20 +37,35 @@ class Recorder:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any], request: Any) -> Generator[None, Any, Any]:
-        """A fixture's reads are its own; a check takes them when it runs (:meth:`pytest_runtest_call`)."""
+        """A fixture's reads are its own; a check takes them once set up (:meth:`pytest_runtest_setup`)."""
         if evidence.EVIDENCE.get() is None:
             return (yield)
-        own = self.by_fixture[fixturedef.argname] = self._fresh()
+        own = self._fresh()
+        self.by_fixture[fixturedef.argname] = (getattr(request.node, "nodeid", ""), own)
         with evidence.recording(own):
             return (yield)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        """What the check's fixtures read counts as read by it, even when one of them failed (a file not there)."""
+        try:
+            return (yield)
+        finally:
+            current = evidence.EVIDENCE.get()
+            if current is not None:
+                self._take(current, item)
+
+    def _take(self, current: evidence.Evidence, item: pytest.Item) -> None:
+        """The reads of the item's fixtures, each as set up for the item, its module or the session (not one of
+        the same name set up for another module, when a fixture before it failed and it was not set up again)."""
+        owners = {node.nodeid for node in item.listchain()}
+        for name in getattr(item, "fixturenames", ()):
+            owner, reads = self.by_fixture.get(name, ("", None))
+            if reads is not None and owner in owners:
+                current.take(reads)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
-        """What the check's fixtures read, and what they hand it that the run read before, count as read by it."""
-        current = evidence.EVIDENCE.get()
-        if current is None:
-            return
-        for name in getattr(item, "fixturenames", ()):
-            if name in self.by_fixture:
-                current.take(self.by_fixture[name])
-        evidence.note_given(getattr(item, "funcargs", {}).values())
+        """What its fixtures hand it that the run read before (a step's earlier check) counts as read by it too."""
+        if evidence.EVIDENCE.get() is not None:
+            evidence.note_given(getattr(item, "funcargs", {}).values())

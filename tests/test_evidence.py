@@ -288,3 +288,20 @@ def test_a_module_fixtures_reads_count_for_each_check_that_uses_it_and_no_other(
         "count-again": ["out/answers.txt"],
     }
     assert checks["count-again"][0]["lines"] == ["1: COUNT=2"]
+
+
+@pytest.mark.parametrize("lab", ["gpuop", "gpurt", "gpunode"])
+def test_an_untouched_start_is_graded_with_evidence_for_every_failure(lab, tmp_path, pytester):
+    root, report = tmp_path / "root", tmp_path / "report.json"
+    (root / "bin").mkdir(parents=True)
+    with KwokCluster.for_lab(lab, name=f"tests-evidence-start-{lab}") as cluster:
+        result = pytester.runpytest_subprocess(
+            f"--lab={lab}", f"--lab-root={root}", f"--kubeconfig={cluster.kubeconfig}", f"--gpulab-report={report}",
+            "-p", "no:cacheprovider",
+        )  # fmt: skip
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    data = json.loads(report.read_text())
+    checks = [check for step in data["steps"] for check in step["checks"]]
+    assert data["complete"] and report.stat().st_size < REPORT_LIMIT
+    assert {check["outcome"] for check in checks} <= {"failed", "blocked", "passed"}
+    assert [check["id"] for check in checks if check["outcome"] == "failed" and not check["evidence"]] == []

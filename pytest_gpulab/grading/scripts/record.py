@@ -143,3 +143,9 @@ def note_run(run: LearnerRun) -> None:
     if copy is not None:
         given["near_misses"] = copy
     current.add(("run", id(run.result)), {**run.given, "run": given})
+
+
+def note_script(script: Path | LearnerFile) -> None:
+    """A learner's script the check asked to run, as a file (that it is not there, or its first lines)."""
+    if isinstance(script, LearnerFile) and not script.path.is_file():
+        script.exists()
