@@ -123,4 +123,5 @@ def explain_html(report: Mapping[str, Any], learner: str) -> str:
         for check in step.get("checks") or []:
             text = "\n".join(explain_lines(check))
             parts.append(f'<pre id="{html.escape(str(check.get("id")))}">{html.escape(text)}</pre>')
-    return "<!doctype html><meta charset=utf-8><title>evidence</title>\n" + "\n".join(parts) + "\n"
+    title = f"<title>{html.escape(learner)}: what each check read</title>"
+    return f"<!doctype html><meta charset=utf-8>{title}\n" + "\n".join(parts) + "\n"
