@@ -28,9 +28,9 @@ RUNTIME_TABLE = re.compile(r"^\s*\[.*\.runtimes\.[^.\]]+\]\s*$")  # [plugins."..
 def plain(text: str, root: Path | None = None, work: Path | None = None) -> str:
     """``text`` with a path under the lab ``root`` relative to it, and a file the grader made (under its ``work``
     folder, or a temporary folder of its own) by its name."""
-    if root is not None:
+    if root is not None and str(root).strip("/"):
         text = text.replace(str(root).rstrip("/") + "/", "")
-    if work is not None:
+    if work is not None and str(work).strip("/"):
         text = re.sub(re.escape(str(work).rstrip("/")) + r"(?:/[^\s:'\"]*)?/([^/\s:'\"]+)", r"\1", text)
     return GRADER_PATH.sub(r"\1", LAB_PATH.sub(r"\1", text))
 
