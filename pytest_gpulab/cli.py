@@ -7,6 +7,7 @@
     gpulab demo gpuop       grade the lab's reference solution on a fresh embedded cluster
     gpulab selftest gpuop   prove the lab: its reference, its untouched start, its variants.toml
     gpulab watch gpuop      grade the lab now and after every change, as a live table (cli_watch.py)
+    gpulab explain REPORT CHECK   what a check of a grading report read: files, objects, script runs
 
 Grading away from the learner's machine (``cli_cohort.py``): ``bundle``, ``grade``,
 ``grade-batch``, ``cohort-report``, ``job-manifest``, ``job-entry``, ``gradescope``; a real node for the
@@ -19,6 +20,7 @@ outside the installed ones, as ``pytest --lab-dir`` does.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -41,6 +43,7 @@ from .cohort.bundle import BundleError
 from .contracts import checkers_of
 from .labs.discovery import Lab, UnknownLab, discover
 from .labs.nearmisses import near_misses_in
+from .reports.explain import explain_lines, find_check
 from .selftest.judge import Row, messages, report_selftest
 from .selftest.prove import run_selftest
 from .selftest.variants import VariantsError, load_variants
@@ -82,7 +85,8 @@ def cmd_labs(args: argparse.Namespace) -> int:
 
 
 def _print_near_misses(lab: Lab) -> None:
-    """The objects a copy of the cluster adds for the checkers, and which step's checker each serves."""
+    """The objects a copy of the cluster adds for the checkers, and which step's checker each serves (by kind alone
+    where the lab hides their names)."""
     try:
         found = near_misses_in(lab.near_misses)
     except (OSError, yaml.YAMLError) as error:
@@ -92,7 +96,9 @@ def _print_near_misses(lab: Lab) -> None:
         print("  near misses (added to a copy of the cluster at grading, for the checkers to tell apart):")
     for miss in found:
         steps = ", ".join(map(str, miss.steps)) or "no step named"
-        print(f"    {miss.kind} {miss.name} (step{'s' if len(miss.steps) > 1 else ''} {steps}): {miss.note}")
+        print(
+            f"    {miss.kind} {'(hidden)' if lab.near_misses_hidden else miss.name} (step{'s' if len(miss.steps) > 1 else ''} {steps}): {miss.note}"
+        )
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -160,6 +166,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return subprocess.run(command, env=cluster.environment(), cwd=root, stdin=subprocess.DEVNULL).returncode
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    """A check's evidence from a grading report, as the learner may read it."""
+    try:
+        report = json.loads(Path(args.report).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        print(f"gpulab: the report {args.report} could not be read ({error})", file=sys.stderr)
+        return 1
+    check = find_check(report, args.check) if isinstance(report, dict) else None
+    if check is None:
+        print(f"gpulab: no check {args.check!r} in {args.report}; give its id, as the report names it", file=sys.stderr)
+        return 1
+    print("\n".join(explain_lines(check)))
+    return 0
+
+
 def _progress(row: Row, finished: int, total: int) -> None:
     print(f"[{finished}/{total}] {row.label}: {row.verdict} ({row.seconds:.1f}s)", file=sys.stderr, flush=True)
 
@@ -223,6 +244,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     selftest.set_defaults(run=cmd_selftest)
     add_watch_command(commands, lab_dir).set_defaults(run=lambda args: cmd_watch(args, _lab(args)))
+    explain = commands.add_parser("explain", help="print what a check of a grading report read (its evidence)")
+    explain.add_argument("report", help="the grading report (report.json, --gpulab-report)")
+    explain.add_argument("check", help="the check's id (gpunode.4.finds-pods-that-are-gone), or its step and name")
+    explain.set_defaults(run=cmd_explain)
     add_commands(commands, lab_dir)
     add_node_commands(commands)
     return parser

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .cluster.kwok import KwokCluster, KwokClusterError
+from .grading import evidence
 from .grading.feedback import GradingError, fail
 from .grading.learner import LearnerWork
 from .grading.scripts.checker import Checker
@@ -26,6 +27,7 @@ from .grading.scripts.contract import plan
 from .grading.scripts.runs import holding, release_held
 from .grading.scripts.script_runner import LearnerScripts, ScriptRunner
 from .labs.discovery import Lab
+from .labs.nearmisses import identities
 from .sandbox import confine as sandbox
 from .sandbox.containerd import FakeContainerd
 from .settings import RunSettings, effective_kubeconfig
@@ -187,6 +189,7 @@ def near_miss_cluster(
         ahead = lab_cluster.copy_ahead or _copy_ahead(live, lab, tmp_path_factory)
         try:
             copied = LiveCluster.from_kubeconfig(str(ahead.result().kubeconfig))
+            evidence.note_copy(copied.host, identities(lab))
             try:
                 yield copied
             finally:

@@ -42,6 +42,7 @@ from .grading.live import warm_up
 from .guard import stay_out_of
 from .labs.labfile import Lab, load_lab
 from .options import add_options
+from .recorder import Recorder
 from .reports import reporting
 from .reports.report_file import test_metadata
 from .reports.reporting import BLOCKED, ERROR, FAILED, CheckRun, results_key
@@ -106,6 +107,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:SOCKS support in urllib3 requires:Warning")
     config.stash[settings_key] = settings_mod.resolve(config, config.stash.get(early_lab_key, None))
     config.pluginmanager.register(GradingReports(config), "gpulab-reports")
+    config.pluginmanager.register(Recorder(config), "gpulab-evidence")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from browser_kit import Node, Png, chromium, decode_png, dump_dom, keep_artifact, needs_chromium, parse_dom
@@ -90,9 +91,16 @@ def scripts(html: str) -> list[str]:
 
 def test_the_page_refers_to_nothing_outside_itself(results: Path):
     html = (results / "cohort.html").read_text(encoding="utf-8")
-    outside = re.findall(r"(?i)\b(?:https?|ftp|wss?):|src\s*=|<link|url\(|@import|href\s*=\s*(?![\"']?#)", html)
+    # A link goes within the page, or to a graded learner's evidence page beside it (LEARNER/evidence.html).
+    local = r"[\"']?(?:#|[^\"':/]+/evidence\.html[\"'])"
+    outside = re.findall(rf"(?i)\b(?:https?|ftp|wss?):|src\s*=|<link|url\(|@import|href\s*=\s*(?!{local})", html)
     assert outside == []
     assert scripts(html) == []
+    linked = re.findall(r'href="([^"#]+)/evidence\.html"', html)
+    assert linked and all((results / unquote(name) / "evidence.html").is_file() for name in linked)
+    for name in linked:
+        evidence = (results / unquote(name) / "evidence.html").read_text(encoding="utf-8")
+        assert scripts(evidence) == [] and re.findall(r"(?i)src\s*=|<link|href\s*=", evidence) == []
 
 
 # The page in Chromium ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from pytest_gpulab.watch.core import Watcher
 from pytest_gpulab.watch.files import TreeWatch
 from pytest_gpulab.watch.grading import Grader
 from pytest_gpulab.watch.kube import digest
-from pytest_gpulab.watch.reads import Reads, lab_kinds, static_reads, touched
+from pytest_gpulab.watch.reads import Reads, lab_kinds, reads_of, static_reads, touched
 from pytest_gpulab.watch.table import Row, Table, lines
 from pytest_gpulab.watch.view import PlainView
 
@@ -48,6 +48,25 @@ def test_a_step_module_names_the_files_and_kinds_it_reads():
     assert touched([Change(OBJECT, "gpu-operator/nvidia-container-toolkit", "DaemonSet")], reads) == {8}
     assert touched([Change(UNKNOWN, "")], reads) == set(reads)
     assert touched([Change(FILE, "anything")], {1: None}) == {1}, "a step whose reads are unknown: every change"
+
+
+def test_a_step_that_recorded_evidence_reads_what_it_recorded_with_what_its_module_names():
+    static = Reads(frozenset({"out/merge.txt"}), frozenset({"Node"}))
+    entry = {"checks": [{"evidence": [
+        {"file": "etc/containerd/config.toml", "lines": []},
+        {"object": {"kind": "RuntimeClass", "namespace": None, "name": "nvidia", "resourceVersion": "7"}},
+    ]}]}  # fmt: skip
+    reads = reads_of(entry, static)
+    assert reads is not None
+    assert reads.files == {"etc/containerd/config.toml", "out/merge.txt"}
+    assert reads.kinds == {"RuntimeClass", "Node"}
+    assert reads_of({"checks": [{"evidence": []}]}, static) is static, "nothing recorded: the module's names"
+    ran = reads_of({"checks": [{"evidence": [{"run": {"script": "bin/check.sh", "cluster": True}}]}]})
+    assert ran is not None and "bin/check.sh" in ran.files
+    assert touched([Change(OBJECT, "gpu-lab/x", "ConfigMap")], {4: ran}) == {4}, (
+        "a script on the cluster reads any kind"
+    )
+    assert "*" not in lab_kinds({4: ran}), "no watch is opened for 'any kind'"
 
 
 def test_the_lab_root_is_watched_with_new_folders_and_without_git(tmp_path):

@@ -2,7 +2,8 @@
 
 It shows the score distribution, each step's pass rate, each step's most frequent
 failing checks with their learner messages, every learner's row, and the bundles
-that were not graded. Each number a chart draws is also in a ``data-`` attribute
+that were not graded; each graded learner's name links to a page of every check's
+evidence (``LEARNER/evidence.html``, :func:`pytest_gpulab.reports.explain.explain_html`). Each number a chart draws is also in a ``data-`` attribute
 and in text, so a reader, a screen reader and a test read the same figures.
 """
 
@@ -10,8 +11,12 @@ from __future__ import annotations
 
 from html import escape
 from statistics import mean, median
+from urllib.parse import quote
 
-from .model import Cohort, Step
+from .model import Cohort, Learner, Step
+from .regrade import GRADED
+
+EVIDENCE_PAGE = "evidence.html"
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }
@@ -98,6 +103,13 @@ def failing_section(step: Step) -> str:
     )
 
 
+def _evidence_link(learner: Learner) -> str:
+    """A graded learner's name, linking to the page of every check's evidence (``LEARNER/evidence.html``)."""
+    if learner.status != GRADED:
+        return escape(learner.learner)
+    return f'<a href="{escape(quote(learner.learner))}/{EVIDENCE_PAGE}">{escape(learner.learner)}</a>'
+
+
 def learners_table(cohort: Cohort) -> str:
     numbers = list(cohort.steps)
     head = "<tr><th>learner</th><th>status</th><th>points</th>" + "".join(f"<th>{n}</th>" for n in numbers) + "</tr>"
@@ -107,7 +119,7 @@ def learners_table(cohort: Cohort) -> str:
         cells = "".join(f"<td class='{escape(x.steps.get(n, ''))}'>{escape(x.steps.get(n, ''))}</td>" for n in numbers)
         rows.append(
             f'<tr class="learner" data-learner="{escape(x.learner)}" data-status="{escape(x.status)}">'
-            f"<td>{escape(x.learner)}</td><td class='{escape(x.status)}'>{escape(x.status)}</td>"
+            f"<td>{_evidence_link(x)}</td><td class='{escape(x.status)}'>{escape(x.status)}</td>"
             f"<td class='num'>{points}</td>{cells}</tr>"
         )
     return f'<table id="learners">{head}{"".join(rows)}</table>'

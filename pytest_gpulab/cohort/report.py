@@ -3,7 +3,8 @@
 ``cohort.csv``: one row per learner (status, points, then each step's outcome);
 ``cohort.json``: the same, with each step's pass rate and its most frequent failing
 checks and their learner messages; ``cohort.html``: the page an instructor reads
-(``cohort_html.py``). A step's pass rate is over the learners who were graded on it;
+(``cohort_html.py``), each graded learner's row linking to ``LEARNER/evidence.html``, what each of their
+checks read. A step's pass rate is over the learners who were graded on it;
 a bundle refused or not graded is listed apart and counts in no rate. Usable
 without pytest: ``write_reports(RESULTS)``, also ``gpulab cohort-report RESULTS``.
 """
@@ -18,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ..grading.feedback import with_hint
+from ..reports.explain import explain_html
 from ..reports.report_file import write_atomically
 from .diff import DIFF_FOLDER, write_diff
 from .diff_page import diff_section
 from .model import REFUSED_FILE, Cohort, Learner, Step
-from .page import page
+from .page import EVIDENCE_PAGE, page
 from .regrade import GRADED
 from .results import spreadsheet_safe
 
@@ -41,6 +43,18 @@ def _add_graded(learner: Learner, report: dict[str, Any], steps: dict[int, Step]
             if check.get("outcome") == "failed":
                 learner.failing.setdefault(number, []).append((check["id"], _learner_text(check)))
                 step.failing.setdefault(check["id"], Counter())[_learner_text(check)] += 1
+
+
+def write_evidence(results: Path, cohort: Cohort) -> None:
+    """Each graded learner's page of every check's evidence, beside their report (the cohort page links to it);
+    a folder that refuses it goes without."""
+    for learner in cohort.graded:
+        folder = results / learner.learner
+        try:
+            report = _read_json(folder / "report.json")
+            (folder / EVIDENCE_PAGE).write_text(explain_html(report, learner.learner), encoding="utf-8")
+        except OSError:
+            continue
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -113,6 +127,7 @@ def write_reports(results: Path, compare: Path | None = None) -> Cohort:
     cohort = collect(results)
     write_csv(cohort, results / "cohort.csv")
     write_atomically(results / "cohort.json", as_json(cohort))
+    write_evidence(results, cohort)
     sections = diff_section(write_diff(compare, results, results / DIFF_FOLDER)) if compare is not None else ""
     (results / "cohort.html").write_text(page(cohort, sections), encoding="utf-8")
     return cohort

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import parsing, values
+from . import evidence, parsing, values
 from .feedback import StepFailed, fail
 
 
@@ -30,23 +30,30 @@ class LearnerFile:
         return self.relative
 
     def exists(self) -> bool:
-        return self.path.is_file()
+        found = self.path.is_file()
+        if self._inside():
+            evidence.note_file(self.relative, self.path)
+        return found
 
     @property
     def executable(self) -> bool:
         return os.access(self.path, os.X_OK)
 
+    def _inside(self) -> bool:
+        try:
+            return self.root.resolve() in self.path.resolve().parents
+        except (OSError, RuntimeError):  # a symlink loop
+            return False
+
     @property
     def readable(self) -> Path:
         """The path, once it is known to stay inside the lab directory: a link out of it is not followed,
-        so no file of the machine's (``/etc/shadow``) is ever read, or quoted, as the learner's."""
+        so no file of the machine's (``/etc/shadow``) is ever read, or quoted, as the learner's. The file is
+        recorded as the current check's evidence (:mod:`.evidence`)."""
         __tracebackhide__ = True
-        try:
-            inside = self.root.resolve() in self.path.resolve().parents
-        except (OSError, RuntimeError):  # a symlink loop
-            inside = False
-        if not inside:
+        if not self._inside():
             fail(f"{self} leads out of the lab directory (a symbolic link); make it a regular file there.")
+        evidence.note_file(self.relative, self.path)
         return self.path
 
     def text(self) -> str:
@@ -65,7 +72,7 @@ class LearnerFile:
 
     def toml(self) -> dict[str, Any]:
         __tracebackhide__ = True
-        return parsing.load_toml(self.readable, self.relative)
+        return evidence.note_document(self.relative, parsing.load_toml(self.readable, self.relative))
 
     def toml_or_none(self) -> dict[str, Any] | None:
         """The TOML document, or None when it cannot be read: another step grades this file."""
@@ -77,7 +84,7 @@ class LearnerFile:
     def objects(self) -> list[dict[str, Any]]:
         """Every Kubernetes object in the file (all documents, ``kind: List`` expanded)."""
         __tracebackhide__ = True
-        return parsing.load_yaml_documents(self.readable, self.relative)
+        return evidence.note_document(self.relative, parsing.load_yaml_documents(self.readable, self.relative))
 
     def object(self, kind: str, name: str, *, applied_to: str | None = None) -> dict[str, Any]:
         """The object of ``kind`` named ``name`` in the file; a failure saying so when it is not there. With
@@ -101,7 +108,9 @@ class LearnerFile:
     def key_values(self, *required: str) -> dict[str, str]:
         """The ``KEY=VALUE`` lines; a missing required key, or one given twice, fails."""
         __tracebackhide__ = True
-        return values.read_key_values(self.readable, self.relative, required=required)
+        return evidence.note_document(
+            self.relative, values.read_key_values(self.readable, self.relative, required=required)
+        )
 
     def amount_table(self) -> dict[str, list[int | str]]:
         """A NAME/AMOUNT table as {name: [amount, ...]} (see :func:`values.read_amount_table`)."""

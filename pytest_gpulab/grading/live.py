@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..labs.errors import ApiError, ConfigError, TransportError
 from ..labs.kinds import DISCOVERY_ACCEPT, Resource, from_discovery, known
+from . import evidence
 from .feedback import GradingError
 from .parsing import dig
 
@@ -162,7 +163,9 @@ class LiveCluster:
         """The ``kind`` object ``name`` (``"namespace/name"`` for a namespaced one), or None."""
         namespace, name = split_name(name, namespace)
         resource = self.resource(kind)
-        return self.get_path(resource.path(name, namespace)) if resource else None
+        found = self.get_path(resource.path(name, namespace)) if resource else None
+        evidence.note_object(kind, found, namespace, name)
+        return found
 
     def list(
         self,
@@ -180,7 +183,9 @@ class LiveCluster:
         if limit is not None:
             query["limit"] = str(limit)
         items = (self.get_path(resource.path(namespace=namespace), **query) or {}).get("items", []) if resource else []
-        return [item for item in items if isinstance(item, dict)]
+        found = [item for item in items if isinstance(item, dict)]
+        evidence.note_list(kind, namespace, query, found)
+        return found
 
     def wait_for(
         self,
@@ -200,6 +205,7 @@ class LiveCluster:
         resource = self.resource(kind)
         last = self.get_path(resource.path(name, namespace)) if resource else None
         if resource is None or last is None or timeout <= 0 or predicate(last):
+            evidence.note_object(kind, last, namespace, name)
             return last
         query = {"fieldSelector": f"metadata.name={name}", "timeoutSeconds": str(max(1, math.ceil(timeout)))}
         query["resourceVersion"] = str(dig(last, "metadata", "resourceVersion") or "")
@@ -212,7 +218,8 @@ class LiveCluster:
                 if predicate(last) or time.monotonic() >= deadline:
                     break
         except (ApiError, TransportError):
-            return self.get_path(resource.path(name, namespace))
+            last = self.get_path(resource.path(name, namespace))
+        evidence.note_object(kind, last, namespace, name)
         return last
 
     def refusal(self, manifest: Mapping[str, Any]) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from . import evidence
 from .feedback import fail
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -192,13 +193,16 @@ def dig(data: Any, *keys: Any, default: Any = None) -> Any:
 
     Example:: dig(pod, "spec", "containers", 0, "image")  # None when any level is missing
     """
+    start = data
     for key in keys:
         if (isinstance(data, dict) and key in data) or (
             isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data)
         ):
             data = data[key]
         else:
+            evidence.note_dig(start, keys, default)
             return default
+    evidence.note_dig(start, keys, data)
     return data
 
 

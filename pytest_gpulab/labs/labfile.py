@@ -113,6 +113,7 @@ class Lab:
     environment: Environment = Environment()
     check_timeout: float = DEFAULT_CHECK_TIMEOUT  # seconds a check may take; a step marker's timeout= wins
     near_misses: tuple[Path, ...] = ()  # manifests of objects the lab never makes, added to a copy for checkers
+    near_misses_hidden: bool = False  # their names are never shown to the learner (a check's evidence)
 
     @property
     def lab_file(self) -> Path:
@@ -280,6 +281,7 @@ def load_lab(folder: Path) -> Lab:
         environment=_environment(take("environment", dict, {}), folder, source),
         check_timeout=_positive(take("check_timeout", (int, float), DEFAULT_CHECK_TIMEOUT), "check_timeout", source),
         near_misses=_objects(take("near_misses", list, []), folder, source, "near_misses"),
+        near_misses_hidden=take("near_misses_hidden", bool, False),
     )
     table.done()
     return lab

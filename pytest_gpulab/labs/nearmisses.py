@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from .labfile import Lab
+
 STEPS = re.compile(r"^Steps? ([\d, and]+):\s*(.*)", re.S)
 
 
@@ -43,3 +45,25 @@ def near_misses_in(paths: Iterable[Path]) -> list[NearMiss]:
             note = (match.group(2) if match else comment).split(": ", 1)[0].split(". ")[0].rstrip(".")
             found.append(NearMiss(str(obj.get("kind")), str((obj.get("metadata") or {}).get("name")), steps, note, obj))
     return found
+
+
+def hidden_names(lab: Lab) -> frozenset[str]:
+    """The names of a lab's near-miss objects where its ``lab.toml`` hides them (``near_misses_hidden``), else none."""
+    if not lab.near_misses_hidden:
+        return frozenset()
+    try:
+        return frozenset(miss.name for miss in near_misses_in(lab.near_misses) if miss.name not in ("", "None"))
+    except (OSError, yaml.YAMLError):
+        return frozenset()
+
+
+def identities(lab: Lab) -> list[dict[str, Any]]:
+    """The near-miss objects as kind, namespace and name (what a check's evidence shows of a copy's additions)."""
+    try:
+        found = near_misses_in(lab.near_misses)
+    except (OSError, yaml.YAMLError):
+        return []
+    return [
+        {"kind": miss.kind, "namespace": (miss.obj.get("metadata") or {}).get("namespace"), "name": miss.name}
+        for miss in found
+    ]

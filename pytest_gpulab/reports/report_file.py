@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from .evidence import bounded
 from .reporting import ERROR, NOT_GRADED, PASSED, CheckRun, StepResult, classify
 
 SCHEMA = "pytest-gpulab/report"
@@ -48,6 +49,7 @@ def _check(run: CheckRun) -> dict[str, Any]:
         "detail": run.detail,
         "error": run.error,
         "notes": run.notes,
+        "evidence": run.evidence.as_json() if run.evidence is not None else [],
         "duration": round(run.duration, 3),
         "nodeid": run.nodeid,
     }
@@ -73,25 +75,27 @@ def document(
 ) -> dict[str, Any]:
     """The report as JSON data; ``possible`` counts every step, ``possible_graded`` the steps graded."""
     graded = [result for result in results if result.outcome != NOT_GRADED]
-    return {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "complete": complete,
-        "interrupted": interrupted,
-        "lab": info.lab,
-        "lab_title": info.lab_title,
-        "rubric_version": info.rubric_version,
-        "seed": info.seed,
-        "steps_chosen": info.steps_chosen,
-        "sandbox": info.sandbox,
-        "started_at": _iso(info.started_at),
-        "written_at": _iso(time.time()),
-        "earned": sum(result.earned for result in graded),
-        "possible": sum(result.possible for result in results),
-        "possible_graded": sum(result.possible for result in graded),
-        "retry": any(result.outcome == ERROR for result in results),
-        "steps": [_step(result) for result in results],
-    }
+    return bounded(
+        {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "complete": complete,
+            "interrupted": interrupted,
+            "lab": info.lab,
+            "lab_title": info.lab_title,
+            "rubric_version": info.rubric_version,
+            "seed": info.seed,
+            "steps_chosen": info.steps_chosen,
+            "sandbox": info.sandbox,
+            "started_at": _iso(info.started_at),
+            "written_at": _iso(time.time()),
+            "earned": sum(result.earned for result in graded),
+            "possible": sum(result.possible for result in results),
+            "possible_graded": sum(result.possible for result in graded),
+            "retry": any(result.outcome == ERROR for result in results),
+            "steps": [_step(result) for result in results],
+        }
+    )
 
 
 def _iso(seconds: float) -> str:

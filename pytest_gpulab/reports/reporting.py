@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from ..grading.evidence import Evidence
 from ..grading.feedback import GradingError, StepBlocked, StepFailed, listed, with_hint
 from .steps import DEFAULT_STEP_POINTS, CheckInfo, StepInfo
 
@@ -43,6 +44,7 @@ class CheckRun:
     blocked_by: tuple[int, ...] = ()
     duration: float = 0.0
     notes: list[str] = field(default_factory=list)
+    evidence: Evidence | None = None  # what it read, recorded by the kits while it ran
 
     @property
     def learner_text(self) -> str | None:

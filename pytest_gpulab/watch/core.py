@@ -147,7 +147,7 @@ class Watcher:
         row = self.table.row(int(entry["number"]))
         row.entry, row.title, row.graded_at, row.state = entry, str(entry.get("title") or ""), time.monotonic(), ""
         self._needs[row.number] = set(entry.get("needs") or ())
-        self._reads[row.number] = reads_of(entry) or self.static.get(row.number)
+        self._reads[row.number] = reads_of(entry, self.static.get(row.number))
         self.view.update(self.table, "step", row.number)
 
     def _graded(self, steps: set[int], chosen: set[int] | None, folder: Path, outcome: Outcome) -> None:

@@ -2,9 +2,9 @@
 
 The steps a change touches are graded first; every step is graded after every change all the same, so what
 this module says orders a grading and never decides a verdict. A step's reads come from its entry in the
-grading report (:func:`reads_of`: the evidence its checks record, once the report carries it), else from its
+grading report (:func:`reads_of`: the evidence its checks record, with what its module names), else from its
 module's text (:func:`static_reads`: the string constants that name a path or a kind), else they are unknown,
-and every change touches the step. Usable without pytest.
+and every change touches the step. A step that ran a learner script on the cluster reads any kind. Usable without pytest.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from ..labs.discovery import Lab
 from ..labs.kinds import known
+from ..reports.evidence import ANY_KIND, step_reads
 from .changes import FILE, OBJECT, Change
 
 PATH = re.compile(r"^[\w.*?{}\[\]-]+(/[\w.*?{}\[\]-]+)+/?$|^[\w-]+\.(txt|sh|ya?ml|toml|json|py|conf)$")
@@ -32,10 +33,16 @@ class Reads:
     kinds: frozenset[str]  # kinds of cluster object, as the graders name them
 
 
-def reads_of(step_entry: Mapping[str, Any]) -> Reads | None:
-    """A step's reads from its report entry. The report does not record them yet (its checks' evidence is
-    issue 46's): None, unknown, until it does; this is the one place to read them from it then."""
-    return None
+def reads_of(step_entry: Mapping[str, Any], static: Reads | None = None) -> Reads | None:
+    """A step's reads from its report entry: the files and kinds its checks' evidence records, with ``static`` (what
+    its module names: a step that failed early read less than it will once it goes further). None, unknown, for a
+    step whose checks recorded nothing."""
+    if not any(check.get("evidence") for check in step_entry.get("checks") or []):
+        return static
+    files, kinds = step_reads(step_entry)
+    if static is not None:
+        files, kinds = files | static.files, kinds | static.kinds
+    return Reads(frozenset(files), frozenset(kinds))
 
 
 def _constants(tree: ast.AST) -> Iterable[str]:
@@ -75,7 +82,7 @@ def static_reads(lab: Lab) -> dict[int, Reads | None]:
 
 def lab_kinds(reads: Mapping[int, Reads | None]) -> set[str]:
     """The kinds to watch in the lab's cluster: every kind a step reads."""
-    return {kind for step in reads.values() if step is not None for kind in step.kinds}
+    return {kind for step in reads.values() if step is not None for kind in step.kinds if kind != ANY_KIND}
 
 
 def _file_touches(path: str, read: str) -> bool:
@@ -96,7 +103,9 @@ def touches(change: Change, reads: Reads | None) -> bool:
         return any(_file_touches(change.name, read) for read in reads.files)
     if change.what == OBJECT:
         resource = known(change.kind or "")
-        return any(kind == change.kind or (resource is not None and resource.answers_to(kind)) for kind in reads.kinds)
+        return ANY_KIND in reads.kinds or any(
+            kind == change.kind or (resource is not None and resource.answers_to(kind)) for kind in reads.kinds
+        )
     return True
 
 

@@ -157,7 +157,7 @@ def top_level(document: dict[str, Any], key: str, display: str) -> Any:
     """
     __tracebackhide__ = True
     if key in document:
-        return document[key]
+        return dig(document, key)
     table = stranded_table(document, key)
     if table:
         fail(
@@ -195,7 +195,7 @@ def expect_plugins_match_version(
     Example:: expect_plugins_match_version(learner.file(DROPIN).toml(), DROPIN, 2, main="etc/config.toml")
     """
     __tracebackhide__ = True
-    version = document.get("version") if type(document.get("version")) is int else None
+    version = dig(document, "version") if type(document.get("version")) is int else None
     if imported and version is not None and version != read_as:
         fail(
             f"{display} says version = {version}, but {main or 'the main file'}, which imports it, is version "

@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 from ...sandbox.containerd import FakeContainerd
 from ...sandbox.script_result import ScriptResult
 from ..learner import LearnerFile
+from .record import note_run, note_script
 
 T = TypeVar("T")
 READING: ContextVar[str | None] = ContextVar("gpulab_reading_check", default=None)  # the check asking, if known
@@ -38,6 +39,7 @@ class LearnerRun:
     started: float = 0.0
     ended: float = 0.0
     label: str = ""  # its arguments and options, as a profile shows them
+    given: dict[str, Any] = field(default_factory=dict, compare=False)  # its evidence entry (scripts/record.py)
     readers: list[tuple[str, float]] = field(default_factory=list, compare=False)
 
     def asked_for_config_dump(self) -> bool:
@@ -186,7 +188,9 @@ class ScriptRuns:
             except Exception as failure:  # a check failure (no such script) is every asker's
                 done.set_exception(failure)
             self._runs[key] = done
+        note_script(self.script)  # a script that is not there is what the check found
         run = self._runs[key].result()
+        note_run(run)
         run.readers.append((READING.get() or "?", time.monotonic() - asked))
         return run
 

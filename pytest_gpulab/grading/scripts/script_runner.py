@@ -31,6 +31,7 @@ from ...sandbox.script_result import said as said  # its old home, kept for labs
 from ...sandbox.stage import Stage, StagedRun
 from ..feedback import fail
 from ..learner import LearnerFile
+from . import record
 from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
 from .runs import LearnerRun as LearnerRun  # its first home
 from .runs import Run as Run  # its first home, where labs import it from
@@ -213,9 +214,14 @@ class ScriptRunner:
         run = self._turns.take(path, once)
         shown = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "no-containerd": not containerd}
         label = label_of(tuple(map(str, args)), {**shown, "view": view, "api": api, "keeps": keeps})
-        run = replace(run, started=started, ended=time.monotonic(), label=label)
+        options = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "containerd": containerd, "api": api}
+        places = (self.lab_root, self.work.parent)  # the grading's temporary folder: the runner's and the steps' files
+        given = record.given(script, tuple(map(str, args)), {**options, "keeps": keeps}, view, places)
+        seen = record.entry(given, run.result, *places)
+        run = replace(run, started=started, ended=time.monotonic(), label=label, given=seen)
         with self._shared:
             self.log.append(run)
+        record.note_run(run)
         return run
 
     def _once(
