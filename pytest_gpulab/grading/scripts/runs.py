@@ -10,12 +10,13 @@ pytest.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -42,6 +43,29 @@ class LearnerRun:
 
     def asked_for_config_dump(self) -> bool:
         return self.containerd.asked_for_config_dump()
+
+
+class ForcedEnds:
+    """Each script's first run that was ended by force (its timeout, or a limit on its output, memory or
+    processes), by the script's path: every later run of that script is that run again, at once, with the same
+    cause in the same words (``result.repeated`` says so), as a TA would not wait out the same hang twenty times.
+    A run starved by the machine is never one (:mod:`.turns` raises :class:`MachineBusy` for it)."""
+
+    def __init__(self) -> None:
+        self._first: dict[Path, LearnerRun] = {}
+        self._lock = threading.Lock()
+
+    def get(self, script: Path) -> LearnerRun | None:
+        with self._lock:
+            first = self._first.get(script)
+        return replace(first, result=replace(first.result, repeated=True)) if first is not None else None
+
+    def first(self, script: Path, run: LearnerRun) -> LearnerRun:
+        """``run``, kept as the script's first forced end when it is one and there is none yet."""
+        if run.result.forced:
+            with self._lock:
+                self._first.setdefault(script, run)
+        return run
 
 
 class Runner(Protocol):

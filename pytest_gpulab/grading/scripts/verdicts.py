@@ -95,6 +95,11 @@ def expect_verdict(
         "stdout": result.stdout,
         "stderr": result.stderr,
         "exit": result.exit_code,
+        **(
+            {"repeated": "not run: the first run of the script that was stopped, given again"}
+            if result.repeated
+            else {}
+        ),
     }
     expect_read_only(result, script, given)
     did = _what_it_did(result, script, given, verdict, prefix)
