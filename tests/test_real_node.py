@@ -321,6 +321,7 @@ def test_a_killed_container_and_a_deleted_pod_are_run_again_for_their_index_alon
     assert stopped["exit"] in (STOPPED, None), stopped
     assert stopped["after"] < GRACE - 10, stopped  # it stopped on SIGTERM, well before the kubelet's SIGKILL
     assert stopped["outcome"] is False, stopped  # it recorded no outcome: the second Pod graded the index
+    print(f"the deleted Pod ended {stopped['after']:.1f}s after its delete (grace {GRACE}s), exit {stopped['exit']}")
 
 
 def test_an_error_is_tried_once_more_then_reported(job):
