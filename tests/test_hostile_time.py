@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,12 +36,12 @@ from pytest_gpulab.sandbox import confine as sandbox
 from pytest_gpulab.sandbox.cgroups import CpuTime
 
 pytestmark = pytest.mark.skipif(not sandbox.probe().namespaces, reason="no sandbox on this machine")
-CAUSES = {
-    "memory-hog": "of memory at once",
-    "output-flood": "it printed more than 1 MiB",
-    "fork-bomb": "processes at once",
-    "disk-fill": "(timeout)",
-    "signal-ignoring-sleeper": "(timeout)",
+CAUSES = {  # each attack's first forced end, as its learner text says it
+    "memory-hog": ("of memory at once",),  # 2 GiB in a grading, 256 MiB in the runner below
+    "output-flood": ("it printed more than 1 MiB",),
+    "fork-bomb": ("processes at once",),
+    "disk-fill": ("(timeout)", "of memory at once"),  # its full tmpfs blanks are memory: 320 MiB, past 256 MiB
+    "signal-ignoring-sleeper": ("(timeout)",),
 }
 LIMITED = cgroups.hierarchies().memory is not None and cgroups.hierarchies().pids is not None
 
@@ -51,7 +52,9 @@ def runner(tmp_path) -> Iterator[ScriptRunner]:
     for attack, text in {**ATTACKS, "honest": "#!/bin/sh\necho OK\n"}.items():
         (script := tmp_path / "lab" / "bin" / f"{attack}.sh").write_text(text)
         script.chmod(0o755)
-    scripts = ScriptRunner(tmp_path / "work", 2.0, lambda: None, lab_root=tmp_path / "lab", sandbox=sandbox.probe())
+    probed = sandbox.probe()  # a memory bound of 256 MiB, reached in a moment even on a busy machine
+    small = replace(probed, limits=replace(probed.limits, memory_bytes=256 * 1024**2))
+    scripts = ScriptRunner(tmp_path / "work", 4.0, lambda: None, lab_root=tmp_path / "lab", sandbox=small)
     yield scripts
     scripts.close()
 
@@ -62,10 +65,25 @@ def test_a_script_s_later_runs_are_its_first_forced_end_given_again(runner, atta
     first = runner.run(script, "a").result
     assert first.forced and not first.repeated, first
     if LIMITED or attack not in ("memory-hog", "fork-bomb"):
-        assert CAUSES[attack] in first.describe(), first.describe()
+        assert any(cause in first.describe() for cause in CAUSES[attack]), first.describe()
     again = [runner.run(script, argument).result for argument in ("a", "b", "c")]
     assert all(run.repeated and run.describe() == first.describe() for run in again), again
     assert runner.run(runner.lab_root / "bin" / "honest.sh").result.stdout == "OK\n"  # another script runs
+
+
+def test_a_script_the_machine_starved_is_the_machine_s_error_at_once_for_its_later_runs(runner, monkeypatch):
+    """The grading is an error, graded again, whatever its later runs would find: they are not run."""
+    taken = []
+
+    def starved(path, once):
+        taken.append(path)
+        raise MachineBusy("busy.sh ran out of time while the grading machine was too busy to run it.")
+
+    monkeypatch.setattr(runner._turns, "take", starved)
+    for argument in ("a", "b", "c"):
+        with pytest.raises(MachineBusy, match="too busy"):
+            runner.run(runner.lab_root / "bin" / "honest.sh", argument)
+    assert len(taken) == 1
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +113,8 @@ def test_an_attack_on_time_ends_at_its_first_forced_run_and_moves_nothing_of_its
     crosscheck = next(step for step in hostile["report"]["steps"] if step["number"] == 6)
     assert crosscheck["outcome"] == "failed", crosscheck
     checks = [check for check in crosscheck["checks"] if check["outcome"] == "failed"]
-    cause = CAUSES[attack] if LIMITED or attack not in ("memory-hog", "fork-bomb") else ""
-    said = [check["message"] for check in checks if cause in (check["message"] or "")]
+    causes = CAUSES[attack] if LIMITED or attack not in ("memory-hog", "fork-bomb") else ("",)
+    said = [check["message"] for check in checks if any(cause in (check["message"] or "") for cause in causes)]
     assert len(said) >= len(checks) // 2, [check["message"] for check in checks]
     repeated = [check for check in checks if "repeated" in json.dumps(check.get("detail"))]
     assert repeated, "no run was given again at once"

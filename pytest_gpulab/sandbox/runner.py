@@ -224,7 +224,7 @@ class ScriptRun:
             (lambda: bool(group.limits_hit())) if group is not None else None,
         )  # fmt: skip
         self.flooded, self.timed_out = ending == "flooded", ending == "timed out"
-        self.limit = self._limit_hit() if ending == "limit" else None
+        self.limit = self._limit_hit() if ending in ("limit", "exited") else None  # hit in its last moments too
 
     def _limit_hit(self) -> str | None:
         """The bound its processes ran into, in words that follow "was stopped: it"."""

@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 from ...sandbox.containerd import FakeContainerd
 from ...sandbox.script_result import ScriptResult
+from ..feedback import MachineBusy
 from ..learner import LearnerFile
 
 T = TypeVar("T")
@@ -53,12 +54,29 @@ class ForcedEnds:
 
     def __init__(self) -> None:
         self._first: dict[Path, LearnerRun] = {}
+        self._busy: dict[Path, MachineBusy] = {}  # a script the machine starved even alone: the grading is retried
         self._lock = threading.Lock()
 
     def get(self, script: Path) -> LearnerRun | None:
+        """The script's first forced end, given again; the machine's error again when it starved the script."""
+        __tracebackhide__ = True
         with self._lock:
-            first = self._first.get(script)
+            first, busy = self._first.get(script), self._busy.get(script)
+        if busy is not None:
+            raise MachineBusy(busy.message, detail=busy.detail)
         return replace(first, result=replace(first.result, repeated=True)) if first is not None else None
+
+    def taken(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
+              once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
+        """``take(path, once)``; its :class:`MachineBusy` kept, so that the script's later runs raise it at once
+        (the grading is an error, graded again, whatever they would find)."""
+        __tracebackhide__ = True
+        try:
+            return take(path, once)
+        except MachineBusy as busy:
+            with self._lock:
+                self._busy.setdefault(script, busy)
+            raise
 
     def first(self, script: Path, run: LearnerRun) -> LearnerRun:
         """``run``, kept as the script's first forced end when it is one and there is none yet."""
