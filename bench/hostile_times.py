@@ -37,9 +37,10 @@ def main(argv: list[str] | None = None) -> None:
         for attack in attacks:
             graded = beside_honest(base, made, attack, f"batch-{attack}")
             took, honest = (graded[who]["outcome"]["seconds"]["total"] for who in (attack, HONEST))
-            print(f"{attack}: {took:.1f} s ({took / alone:.1f}x the honest bundle alone); the honest neighbour "
-                  f"{honest:.1f} s, {graded[HONEST]['outcome']['earned']}/{graded[HONEST]['outcome']['possible']}",
-                  flush=True)  # fmt: skip
+            neighbour, hostile = graded[HONEST]["outcome"], graded[attack]["outcome"]
+            print(f"{attack}: {took:.1f} s ({took / alone:.1f}x the honest bundle alone, {hostile['status']}, "
+                  f"{len(hostile['warnings'])} warnings); the honest neighbour {honest:.1f} s, {neighbour['status']} "
+                  f"{neighbour['earned']}/{neighbour['possible']}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

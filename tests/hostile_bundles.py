@@ -53,8 +53,8 @@ def bundles(base: Path) -> dict[str, Path]:
 
 
 def beside_honest(base: Path, made: dict[str, Path], attack: str, name: str) -> dict[str, dict]:
-    """A real ``gpulab grade-batch --jobs 2`` of the attack's bundle and the honest one: each learner's report and
-    outcome."""
+    """A real ``gpulab grade-batch --jobs 2`` of the attack's bundle and the honest one: each learner's report (empty
+    when none was written: a grading that could not run) and outcome."""
     folder, out = base / name, base / f"{name}.out"
     folder.mkdir()
     for learner in (attack, HONEST):
@@ -66,7 +66,7 @@ def beside_honest(base: Path, made: dict[str, Path], attack: str, name: str) -> 
     assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
     return {
         learner.name: {
-            "report": json.loads((learner / "report.json").read_text()),
+            "report": json.loads((learner / "report.json").read_text()) if (learner / "report.json").exists() else {},
             "outcome": json.loads((learner / "outcome.json").read_text()),
         }
         for learner in out.iterdir()

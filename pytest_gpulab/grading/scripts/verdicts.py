@@ -24,6 +24,7 @@ from ..feedback import expect, listed
 from ..learner import LearnerFile
 from .diagnose import answered, diagnosis
 
+REPEATED = "the script's first run that was stopped by force (timeout or limit), given again without running it"
 MOST = 3  # findings named in a sentence; the rest counted ("and 4 more"), every one in the check's detail
 
 
@@ -90,16 +91,12 @@ def expect_verdict(
     others |= (printed & set(may_add)) - wanted
     printed -= others
     facts = {
+        **({"not run": REPEATED} if result.repeated else {}),  # first: a long detail is cut at its end
         **(detail or {}),
         "expected": sorted(wanted),
         "stdout": result.stdout,
         "stderr": result.stderr,
         "exit": result.exit_code,
-        **(
-            {"repeated": "not run: the first run of the script that was stopped, given again"}
-            if result.repeated
-            else {}
-        ),
     }
     expect_read_only(result, script, given)
     did = _what_it_did(result, script, given, verdict, prefix)
