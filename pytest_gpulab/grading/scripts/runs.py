@@ -69,10 +69,11 @@ class ForcedEnds:
     def taken(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
               once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
         """``take(path, once)``; its :class:`MachineBusy` kept, so that the script's later runs raise it at once
-        (the grading is an error, graded again, whatever they would find)."""
+        (the grading is an error, graded again, whatever they would find). A run starved beside others that waits
+        to go alone is not run again once another run of the script has ended by force meanwhile."""
         __tracebackhide__ = True
         try:
-            return take(path, once)
+            return take(path, lambda: self.get(script) or once())
         except MachineBusy as busy:
             with self._lock:
                 self._busy.setdefault(script, busy)
