@@ -31,14 +31,15 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-PARENT = "gpulab-scripts"
+from .group_sweep import PARENT, owner, sweep
+from .group_sweep import STALE_AFTER as STALE_AFTER  # its first home, where tests read it
+
 SCRIPTS_PROCESSES = 4096  # the processes of every script on the machine at once
 CPU_PERIOD_US = 100_000  # the quota's period; a run gets one CPU of it
 STARVED_SHARE = 0.25  # a run that waited for a CPU this share of its time, or more,
 FED_SHARE = 0.5  # and had less CPU than this share of one, was starved
 NICENESS = 10  # every script's, below the graders' own
 EMPTY_WAIT = 10.0  # seconds for a killed run's processes to leave its groups, on a crowded machine
-STALE_AFTER = 60.0  # seconds: an empty group this old, whose grader is gone, was left by a grader killed
 
 # Joins the groups whose cgroup.procs files are given (writing 0 moves the writer), then runs the command niced
 # by the program $0 names (nice).
@@ -163,7 +164,7 @@ class RunGroup:
         """A run's groups in every hierarchy there is (none where the grader may make none), of at most
         ``processes`` processes and ``memory`` bytes together."""
         where = hierarchies() if where is None else where
-        _sweep(where)
+        sweep(roots(where))
         group, name = cls(), f"run-{os.getpid()}-{secrets.token_hex(6)}"  # the grader's pid: whose it is
         try:
             if where.unified is not None:  # joined first: the wait to join the others is the run's too
@@ -261,43 +262,20 @@ class RunGroup:
                     with contextlib.suppress(ProcessLookupError, ValueError):
                         os.kill(int(pid), signal.SIGKILL)
                 time.sleep(0.01)  # the bounded wait for the kernel to move the killed out
-            if _owner(folder.parent) is not None or folder.parent.name == PARENT:
+            if owner(folder.parent) is not None or folder.parent.name == PARENT:
                 with contextlib.suppress(OSError):
                     folder.parent.rmdir()  # busy while another run's group is in it
         self.folders, self.events = [], {}
 
 
+def roots(where: Hierarchies) -> list[Path]:
+    """The hierarchies' roots the grader makes groups in."""
+    return [root for root in (where.cpu, where.pids, where.unified, where.memory) if root is not None]
+
+
 def grading() -> str:
     """The name of this grading's parent group (a grading is one grader process)."""
     return f"{PARENT}-{os.getpid()}"
-
-
-def _owner(group: Path) -> int | None:
-    """The grader process a group was made for: a grading's parent names it last, a run's second to last."""
-    fields = group.name.split("-")
-    owner = fields[-2] if group.name.startswith("run-") or "-run-" in group.name else fields[-1]
-    return int(owner) if group.name.startswith(("run-", PARENT)) and owner.isdigit() else None
-
-
-def _sweep(where: Hierarchies) -> None:
-    """Remove the groups a grader left when it was killed before it could: empty, older than STALE_AFTER, and
-    named for a process that is gone (a group in use is not empty, and one being made is young). Runs go first,
-    then the gradings' groups and the scripts' parent they leave empty (their ages read before the runs go)."""
-    for root in (where.cpu, where.pids, where.unified, where.memory):
-        try:  # best effort: other gradings remove their groups while these are listed (a glob then raises ENOENT)
-            parents = [group for group in root.glob(f"{PARENT}-*") if _stale(group)] if root else []
-            parents += [root / PARENT] if root and _age(root / PARENT) > STALE_AFTER else []
-            runs = [*root.glob(f"{PARENT}-*/run-*"), *(root / PARENT).glob("run-*")] if root else []
-        except OSError:
-            continue
-        for group in [*filter(_stale, runs), *parents]:
-            with contextlib.suppress(OSError):
-                group.rmdir()
-
-
-def _stale(group: Path) -> bool:
-    owner = _owner(group)
-    return owner is not None and not _alive(owner) and _age(group) > STALE_AFTER
 
 
 def _removed(folder: Path) -> bool:
@@ -309,23 +287,6 @@ def _removed(folder: Path) -> bool:
     except OSError:
         return False
     return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _age(path: Path) -> float:
-    try:
-        return time.time() - path.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def starved(cpu: CpuTime | None, duration: float) -> bool:
