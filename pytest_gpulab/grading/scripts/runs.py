@@ -66,8 +66,14 @@ class ForcedEnds:
             raise MachineBusy(busy.message, detail=busy.detail)
         return replace(first, result=replace(first.result, repeated=True)) if first is not None else None
 
-    def taken(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
-              once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
+    def run(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
+            once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
+        """The script's first forced end again, or ``take(path, once)`` (kept as that end when it is one)."""
+        __tracebackhide__ = True
+        return self.get(script) or self.first(script, self._taken(script, take, path, once))
+
+    def _taken(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
+               once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
         """``take(path, once)``; its :class:`MachineBusy` kept, so that the script's later runs raise it at once
         (the grading is an error, graded again, whatever they would find). A run starved beside others that waits
         to go alone is not run again once another run of the script has ended by force meanwhile."""

@@ -212,7 +212,7 @@ class ScriptRunner:
         )  # fmt: skip
         started = time.monotonic()
         key = Path(os.path.abspath(path))
-        run = self._forced.get(key) or self._forced.first(key, self._forced.taken(key, self._turns.take, path, once))
+        run = self._forced.run(key, self._turns.take, path, once)
         shown = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "no-containerd": not containerd}
         label = label_of(tuple(map(str, args)), {**shown, "view": view, "api": api, "keeps": keeps})
         run = replace(run, started=started, ended=time.monotonic(), label=label, readers=[])
