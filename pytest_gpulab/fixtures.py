@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .budget import runner_key
 from .cluster.kwok import KwokCluster, KwokClusterError
 from .grading import evidence
 from .grading.feedback import GradingError, fail
@@ -232,6 +233,7 @@ def script_runner(
         lab_root=root if root.is_dir() else None,
         sandbox=sandbox.probe(),
     )
+    request.config.stash[runner_key] = runner  # the grading's budget says which scripts used its time
     yield runner
     runner.close()
 

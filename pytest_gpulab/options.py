@@ -9,6 +9,7 @@ import pytest
 
 LAB_CLUSTER_CHOICES = ("existing", "ephemeral")
 DEFAULT_SCRIPT_TIMEOUT = 20.0
+DEFAULT_GRADING_BUDGET = 180.0  # some 30 times an honest grading of the longest lab, on a 2-core machine
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,16 @@ SCRIPT_TIMEOUT = Setting(
     "SECONDS",
     ini_type="float",
 )
+GRADING_BUDGET = Setting(
+    "grading_budget",
+    "--grading-budget",
+    "GPULAB_GRADING_BUDGET",
+    "Seconds the whole grading may take; past them every check not yet graded fails, saying which learner scripts "
+    "used the time, or is an error to grade again when the machine was too busy to run the grading "
+    f"(default {DEFAULT_GRADING_BUDGET:g}).",
+    "SECONDS",
+    ini_type="float",
+)
 SEED = Setting(
     "seed",
     "--lab-seed",
@@ -121,6 +132,7 @@ ALL_SETTINGS = (
     KUBECONFIG,
     LAB_CLUSTER,
     SCRIPT_TIMEOUT,
+    GRADING_BUDGET,
     SEED,
     STEP,
     REPORT,

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from . import settings as settings_mod
+from .budget import GradingBudget
 from .collect import LabFolder, StepModule, is_lab_folder, lab_name_of
 from .fixtures import (  # noqa: F401  (the plugin module registers the fixtures)
     contract_runs_ahead,
@@ -108,6 +109,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[settings_key] = settings_mod.resolve(config, config.stash.get(early_lab_key, None))
     config.pluginmanager.register(GradingReports(config), "gpulab-reports")
     config.pluginmanager.register(Recorder(config), "gpulab-evidence")
+    if config.stash[settings_key].lab is not None:
+        config.pluginmanager.register(GradingBudget(config, config.stash[settings_key].grading_budget), "gpulab-budget")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

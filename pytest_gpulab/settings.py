@@ -20,8 +20,10 @@ import pytest
 from .cluster import toolchain
 from .labs.discovery import Catalog, Lab, UnknownLab, discover
 from .options import (
+    DEFAULT_GRADING_BUDGET,
     DEFAULT_SCRIPT_TIMEOUT,
     GRADESCOPE,
+    GRADING_BUDGET,
     KUBECONFIG,
     LAB,
     LAB_CLUSTER,
@@ -115,6 +117,7 @@ class RunSettings:
     report: Path | None = None
     gradescope: Path | None = None
     lab_root_recorded: str | None = None  # where the root stood when it was bundled
+    grading_budget: float = DEFAULT_GRADING_BUDGET  # seconds for the whole grading (budget.py)
 
     def header(self) -> list[str]:
         if self.lab is None:
@@ -141,16 +144,14 @@ def _choice(config: pytest.Config, setting: Setting, default: str) -> Found:
     return found
 
 
-def _seconds(config: pytest.Config, setting: Setting, default: float) -> Found:
+def _seconds(config: pytest.Config, setting: Setting, default: float, what: str = "the script timeout") -> Found:
     found = lookup(config, setting) or Found(default, "the default")
     try:
         seconds = float(found.value)
     except (TypeError, ValueError):
         seconds = -1.0
     if not (seconds > 0 and math.isfinite(seconds)):
-        raise pytest.UsageError(
-            f"{found.source} is {found.value!r}; the script timeout must be a positive number of seconds."
-        )
+        raise pytest.UsageError(f"{found.source} is {found.value!r}; {what} must be a positive number of seconds.")
     return Found(seconds, found.source)
 
 
@@ -171,6 +172,7 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
     kubeconfig = lookup(config, KUBECONFIG)
     cluster = _choice(config, LAB_CLUSTER, "existing")
     timeout = _seconds(config, SCRIPT_TIMEOUT, DEFAULT_SCRIPT_TIMEOUT)
+    budget = _seconds(config, GRADING_BUDGET, DEFAULT_GRADING_BUDGET, "the grading budget")
     seed = _seed(config)
     steps = lookup(config, STEP)
     report, gradescope = lookup(config, REPORT), lookup(config, GRADESCOPE)
@@ -183,6 +185,7 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
         "kubeconfig": kubeconfig.source if kubeconfig else "default",
         "lab_cluster": cluster.source,
         "script_timeout": timeout.source,
+        "grading_budget": budget.source,
     }
     kubeconfig_value = str(kubeconfig.value) if kubeconfig else None
     return RunSettings(
@@ -197,6 +200,7 @@ def resolve(config: pytest.Config, lab: tuple[Lab | None, Found | None] | None =
         report=_path(report),
         gradescope=_path(gradescope),
         lab_root_recorded=str(recorded.value) if recorded and str(recorded.value).startswith("/") else None,
+        grading_budget=budget.value,
     )
 
 

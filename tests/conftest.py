@@ -18,7 +18,7 @@ CONTAINER_MODULES = ("tests/test_container_job.py", "tests/test_real_node.py")  
 COHORT_SCRIPT_TIMEOUT = 5
 LONGEST_FIRST = (
     *COHORT_MODULES, *SPLIT_MODULES, *CONTAINER_MODULES, "tests/test_fair_time.py", "tests/test_scale.py",
-    "tests/test_hostile_batch.py",
+    "tests/test_hostile_batch.py", "tests/test_hostile_time.py",
 )  # fmt: skip
 
 

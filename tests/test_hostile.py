@@ -183,19 +183,21 @@ ENDINGS = {
     "hang": {"timed out"},
     "sleep-past-the-timeout": {"timed out"},
     "flood-output": {"flooded"},
-    "fork-repeatedly": {"exited", "timed out"},
+    "fork-repeatedly": {"exited", "timed out", "stopped at a limit"},  # where the grader counts its processes
 }  # how each case may end; "exited" for every other
 
 
 def ending(result: ScriptResult) -> str:
-    """Why a run ended: "timed out" or "flooded" (the runner stopped it), "exited" (it ended itself, the exit code
-    kept), "killed" (by a signal), or "not started"."""
+    """Why a run ended: "timed out", "flooded" or "stopped at a limit" (the runner stopped it), "exited" (it ended
+    itself, the exit code kept), "killed" (by a signal), or "not started"."""
     if result.start_error is not None:
         return "not started"
     if result.timed_out:
         return "timed out"
     if result.flooded:
         return "flooded"
+    if result.limit is not None:
+        return "stopped at a limit"
     return "exited" if result.exit_code is not None else "killed"
 
 

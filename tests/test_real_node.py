@@ -5,7 +5,9 @@ built from the pinned modules, ``gpulab build --node``) with the grader's image 
 seccomp profile ``gpulab job-seccomp-profile`` writes installed. The claim is a hostPath PersistentVolume
 bound to it. The small cohort of ``test_container_job.py`` (the reference, another form, a trap, two refused
 bundles) and one bundle the Pods cannot read (mode 0000 on the volume: an ``error``) are graded by the Job,
-while the test kills one index's container and deletes another index's Pod mid-grading. Then: the Job ends
+while the test kills one index's container and deletes another index's Pod mid-grading, with the default grace
+period (30 s). Then: the deleted Pod stopped on SIGTERM well before its grace period ended (exit 143), writing no
+outcome; the Job ends
 with the unreadable index failed and the others complete; every outcome and every check's learner text
 equals ``grade-batch``'s on the host; the killed and deleted indexes were run again alone; the error was
 tried twice and reported; inside a Pod, root is not the node's root and learner scripts ran sandboxed; without
@@ -34,6 +36,7 @@ from container_kit import build_image, outcome, same_as_host, small_cohort
 from pytest_gpulab.cluster import toolchain
 from pytest_gpulab.cluster.kwok import KwokCluster
 from pytest_gpulab.cohort import seccomp
+from pytest_gpulab.cohort.jobs import STOPPED
 from pytest_gpulab.cohort.regrade import SECRET_FILE
 from pytest_gpulab.node import NodeOptions, RealNode
 from pytest_gpulab.node.leftovers import leftovers
@@ -46,6 +49,7 @@ PROFILE = "gpulab/bwrap-localhost.json"
 UNREADABLE = "fault-unreadable"
 KILLED, DELETED = "form", "reference"  # the learners whose Pod is cut short, by name prefix
 NODE = "gpulab-real-1"
+GRACE = 30  # a Pod's default terminationGracePeriodSeconds, which the Job's manifest keeps
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="a real node needs root (mounts, cgroups, a bridge)"),
@@ -127,6 +131,8 @@ class Faults:
         self.seen: dict[str, dict[str, Any]] = {}  # every Pod of the Job, as last seen
         self.uid_map = ""
         self.exec_errors: list[str] = []
+        self.deleted_at: float | None = None  # monotonic
+        self.stopped: dict[str, Any] | None = None  # the deleted Pod's end: seconds after the delete, exit, outcome
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
     def look(self) -> list[dict[str, Any]]:
@@ -137,7 +143,9 @@ class Faults:
 
     def _watch(self) -> None:
         while not self.done.wait(0.2):
-            for pod in self.look():
+            pods = self.look()
+            self._ended(pods)
+            for pod in pods:
                 container = container_id(pod)
                 if pod["status"].get("phase") != "Running" or not container:
                     continue
@@ -152,12 +160,25 @@ class Faults:
                         self.cut[what] = pod["metadata"]["name"]
                         if what == "killed":
                             self.node.ctr("tasks", "kill", "--signal=SIGKILL", container)
-                        else:
-                            # The grader is the container's first process: SIGTERM leaves it be, and the kubelet
-                            # kills it when the grace period ends.
-                            self.node.kubectl(
-                                "delete", "pod", pod["metadata"]["name"], "--grace-period=1", "--wait=false"
-                            )
+                        else:  # with the default grace period: the grader stops on the kubelet's SIGTERM
+                            self.deleted_at = time.monotonic()
+                            self.node.kubectl("delete", "pod", pod["metadata"]["name"], "--wait=false")
+
+    def _ended(self, pods: list[dict[str, Any]]) -> None:
+        """When the deleted Pod is first seen ended (terminated, or gone): how long after its delete, its exit
+        status if seen, and whether its learner's outcome.json was there."""
+        if self.deleted_at is None or self.stopped is not None:
+            return
+        pod = next((pod for pod in pods if pod["metadata"]["name"] == self.cut["deleted"]), None)
+        state = (pod["status"].get("containerStatuses") or [{}])[0].get("state", {}) if pod else {}
+        if pod is not None and "terminated" not in state:
+            return
+        learner = self.learners[index_of(pod)] if pod else next(n for n in self.learners if n.startswith(DELETED))
+        self.stopped = {
+            "after": time.monotonic() - self.deleted_at,
+            "exit": state.get("terminated", {}).get("exitCode"),
+            "outcome": (self.results / learner / "outcome.json").exists(),
+        }
 
     def _grading(self, learner: str) -> bool:
         folder = self.results / learner
@@ -292,8 +313,15 @@ def test_a_killed_container_and_a_deleted_pod_are_run_again_for_their_index_alon
                 [p["metadata"]["name"] for p in pods],
             )
             assert len(codes) == 2 and codes[-1] == 0, (learner, codes)  # the deleted Pod may end unseen
+            assert codes[0] in (STOPPED, None), (learner, codes)  # stopped on SIGTERM, not killed at the grace's end
         elif learner != UNREADABLE:
             assert codes == [0], (learner, codes)
+    stopped = faults.stopped
+    assert stopped is not None, "the deleted Pod was never seen to end"
+    assert stopped["exit"] in (STOPPED, None), stopped
+    assert stopped["after"] < GRACE - 10, stopped  # it stopped on SIGTERM, well before the kubelet's SIGKILL
+    assert stopped["outcome"] is False, stopped  # it recorded no outcome: the second Pod graded the index
+    print(f"the deleted Pod ended {stopped['after']:.1f}s after its delete (grace {GRACE}s), exit {stopped['exit']}")
 
 
 def test_an_error_is_tried_once_more_then_reported(job):

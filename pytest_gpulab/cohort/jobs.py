@@ -13,14 +13,18 @@ The image is ``Containerfile`` at the top of the checkout.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from .batch import bundles_in, current_rubrics, finished, grade_safely, results_folders
 from .regrade import ERROR
+from .warm import Stopped
 
 MOUNT = "/work"
+STOPPED = 128 + signal.SIGTERM  # the exit status of a Pod stopped mid-grading: the Job runs its index again
 
 
 # The least a Pod needs for the learner-script sandbox (bubblewrap in a user namespace) and the lab cluster's
@@ -108,7 +112,8 @@ def own_bundle(bundles: Path, environment: dict[str, str]) -> Path:
 
 
 def job_entry(bundles: Path, out: Path, environment: dict[str, str] | None = None) -> int:
-    """Grade this Pod's bundle; 0 once its outcome is recorded (graded or refused), 1 to have the index retried."""
+    """Grade this Pod's bundle; 0 once its outcome is recorded (graded or refused), 1 to have the index retried (an
+    error), STOPPED when SIGTERM stopped the grading (nothing recorded: the index is retried)."""
     environment = dict(os.environ) if environment is None else environment
     try:
         bundle = own_bundle(bundles, environment)
@@ -120,6 +125,22 @@ def job_entry(bundles: Path, out: Path, environment: dict[str, str] | None = Non
         print(f"{bundle.name}: refused: {refused[bundle]}", file=sys.stderr)
         return 0
     folder = out / folders[bundle]
-    outcome = finished(folder, bundle, current_rubrics()) or grade_safely(bundle, folder)
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        outcome = finished(folder, bundle, current_rubrics()) or grade_safely(bundle, folder)
+    except Stopped:
+        print(f"{bundle.name}: stopped by SIGTERM before its grading ended; nothing recorded, to be graded again",
+              file=sys.stderr)  # fmt: skip
+        return STOPPED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"{bundle.name}: {outcome.status} {outcome.earned}/{outcome.possible} {outcome.reason or ''}".rstrip())
     return 1 if outcome.status == ERROR else 0
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """The Pod is being deleted (the kubelet's SIGTERM, which the container's first process gets only through a
+    handler): the grading stops, its scripts and cluster with it, and nothing of it is recorded as an outcome.
+    A second SIGTERM while it stops is ignored."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Stopped("SIGTERM")

@@ -21,6 +21,7 @@ path, and no descriptor of it reaches a watcher, a grading or a learner's script
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -37,6 +38,7 @@ PRELOAD = ("pytest", "pytest_gpulab.plugin", "kubernetes.client")
 MAX_MESSAGE = 1 << 20
 SERVER_START = 60.0  # seconds for the server's imports
 TIMED_OUT = "timeout"
+STOP_WAIT = 5.0  # seconds a cold grading told to stop (SIGTERM) has to write its report and end
 
 
 class Gradings(Protocol):
@@ -46,14 +48,43 @@ class Gradings(Protocol):
 
 
 class ColdGradings:
-    """Each grading a new interpreter, as ``gpulab grade`` runs its one."""
+    """Each grading a new interpreter, as ``gpulab grade`` runs its one, in a process group of its own: when the
+    caller stops waiting (its timeout, Ctrl-C, the SIGTERM ``gpulab job-entry`` turns into :class:`Stopped`), the
+    grading is sent SIGTERM (it writes its report as interrupted and ends its scripts), then SIGKILL after
+    ``STOP_WAIT`` seconds, its group with it."""
 
     def run(self, args: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path, timeout: float) -> int:
         with open(output, "w") as out:
-            return subprocess.run(
+            grading = subprocess.Popen(
                 [sys.executable, "-m", "pytest", *args], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
-            ).returncode  # fmt: skip
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            try:
+                return grading.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _stop(grading)
+                raise subprocess.TimeoutExpired(["pytest", *args], timeout) from None
+            except BaseException:
+                _stop(grading)
+                raise
+
+
+class Stopped(BaseException):
+    """The grader was told to stop (SIGTERM): the grading in hand ends unrecorded, and is graded again later."""
+
+
+def _stop(grading: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the grading's process group, a bounded wait for it to end, then SIGKILL to what is left."""
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(grading.pid, sent)
+        try:
+            grading.wait(STOP_WAIT)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(grading.pid, signal.SIGKILL)  # what the grading left in its group
 
 
 COLD = ColdGradings()

@@ -31,14 +31,15 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-PARENT = "gpulab-scripts"
+from .group_sweep import PARENT, owner, sweep
+from .group_sweep import STALE_AFTER as STALE_AFTER  # its first home, where tests read it
+
 SCRIPTS_PROCESSES = 4096  # the processes of every script on the machine at once
 CPU_PERIOD_US = 100_000  # the quota's period; a run gets one CPU of it
 STARVED_SHARE = 0.25  # a run that waited for a CPU this share of its time, or more,
 FED_SHARE = 0.5  # and had less CPU than this share of one, was starved
 NICENESS = 10  # every script's, below the graders' own
 EMPTY_WAIT = 10.0  # seconds for a killed run's processes to leave its groups, on a crowded machine
-STALE_AFTER = 60.0  # seconds: an empty group this old, whose grader is gone, was left by a grader killed
 
 # Joins the groups whose cgroup.procs files are given (writing 0 moves the writer), then runs the command niced
 # by the program $0 names (nice).
@@ -46,7 +47,7 @@ ENTER = f'while [ "$1" != -- ]; do echo 0 > "$1" || exit 125; shift; done; shift
 
 
 def _mounts(mountinfo: str) -> dict[str, Path]:
-    """Where the hierarchies are: "cpu" and "pids" (cgroup v1 controllers) and "unified" (cgroup v2)."""
+    """Where the hierarchies are: "cpu", "pids" and "memory" (cgroup v1 controllers) and "unified" (cgroup v2)."""
     found: dict[str, Path] = {}
     for line in mountinfo.splitlines():
         fields, _, tail = line.partition(" - ")
@@ -57,7 +58,7 @@ def _mounts(mountinfo: str) -> dict[str, Path]:
         if kind == "cgroup2":
             found.setdefault("unified", where)
         elif kind == "cgroup" and len(rest) > 1:
-            for controller in set(rest[1].split(",")) & {"cpu", "pids"}:
+            for controller in set(rest[1].split(",")) & {"cpu", "pids", "memory"}:
                 found.setdefault(controller, where)
     return found
 
@@ -70,11 +71,12 @@ class Hierarchies:
     cpu: Path | None = None
     pids: Path | None = None
     unified: Path | None = None
-    unified_controls: frozenset[str] = frozenset()  # controllers a v2 group gets ("cpu", "pids")
+    unified_controls: frozenset[str] = frozenset()  # controllers a v2 group gets ("cpu", "pids", "memory")
+    memory: Path | None = None
 
     @property
     def any(self) -> bool:
-        return bool(self.cpu or self.pids or self.unified)
+        return bool(self.cpu or self.pids or self.unified or self.memory)
 
 
 @cache
@@ -90,8 +92,8 @@ def hierarchies() -> Hierarchies:
     unified, controls = usable.get("unified"), frozenset[str]()
     if unified is not None:
         offered = _read(unified / "cgroup.controllers").split()
-        controls = frozenset(c for c in ("cpu", "pids") if c in offered and c not in usable)
-    return Hierarchies(usable.get("cpu"), usable.get("pids"), unified, controls)
+        controls = frozenset(c for c in ("cpu", "pids", "memory") if c in offered and c not in usable)
+    return Hierarchies(usable.get("cpu"), usable.get("pids"), unified, controls, usable.get("memory"))
 
 
 @cache
@@ -122,6 +124,11 @@ def _stalled_us(pressure: str) -> int | None:
     return None
 
 
+def _counted(events: str, name: str) -> bool:
+    """Whether the counter ``name`` of an events file (pids.events, memory.events, memory.oom_control) is past 0."""
+    return any(line.split()[1:2] not in ([], ["0"]) for line in events.splitlines() if line.split()[:1] == [name])
+
+
 def _usage_us(stat: str) -> int | None:
     """The usage_usec of a cpu.stat text: microseconds of CPU the group's processes had."""
     for line in stat.splitlines():
@@ -150,20 +157,24 @@ class RunGroup:
 
     folders: list[Path] = field(default_factory=list)
     accounts: Path | None = None  # the run's own v2 group, which keeps cpu.pressure and cpu.stat
+    events: dict[str, Path] = field(default_factory=dict)  # by limit ("processes", "memory"), where it counts hits
 
     @classmethod
-    def make(cls, processes: int, where: Hierarchies | None = None) -> RunGroup:
-        """A run's groups in every hierarchy there is (none where the grader may make none)."""
+    def make(cls, processes: int, where: Hierarchies | None = None, memory: int | None = None) -> RunGroup:
+        """A run's groups in every hierarchy there is (none where the grader may make none), of at most
+        ``processes`` processes and ``memory`` bytes together."""
         where = hierarchies() if where is None else where
-        _sweep(where)
+        sweep(roots(where))
         group, name = cls(), f"run-{os.getpid()}-{secrets.token_hex(6)}"  # the grader's pid: whose it is
         try:
             if where.unified is not None:  # joined first: the wait to join the others is the run's too
-                group._unified(where, name, processes)
+                group._unified(where, name, processes, memory)
             if where.cpu is not None:  # below its grading's group, beside the machine's processes
                 group._cpu_v1(group._made(where.cpu, name, below=grading()))
             if where.pids is not None:
                 group._pids(group._made(where.pids, name, parent_max=SCRIPTS_PROCESSES), processes)
+            if where.memory is not None and memory is not None:
+                group._memory_v1(group._made(where.memory, name), memory)
         except OSError:
             group.close()  # half a set of groups is none: the run is niced only
             group = cls()
@@ -193,8 +204,13 @@ class RunGroup:
 
     def _pids(self, folder: Path, processes: int) -> None:
         _write(folder / "pids.max", str(processes))
+        self.events["processes"] = folder / "pids.events"
 
-    def _unified(self, where: Hierarchies, name: str, processes: int) -> None:
+    def _memory_v1(self, folder: Path, memory: int) -> None:
+        _write(folder / "memory.limit_in_bytes", str(memory))
+        self.events["memory"] = folder / "memory.oom_control"
+
+    def _unified(self, where: Hierarchies, name: str, processes: int, memory: int | None) -> None:
         assert where.unified is not None
         controls = " ".join(f"+{c}" for c in sorted(where.unified_controls))
         if controls:
@@ -208,6 +224,9 @@ class RunGroup:
             _write(folder / "cpu.max", f"{CPU_PERIOD_US} {CPU_PERIOD_US}")
         if "pids" in where.unified_controls:
             self._pids(folder, processes)
+        if "memory" in where.unified_controls and memory is not None:
+            _write(folder / "memory.max", str(memory))
+            self.events["memory"] = folder / "memory.events"
         if (folder / "cpu.pressure").exists() and (folder / "cpu.stat").exists():
             self.accounts = folder
 
@@ -227,6 +246,11 @@ class RunGroup:
             return None
         return CpuTime(waited / 1e6 + _run_delay(leader), used / 1e6)
 
+    def limits_hit(self) -> list[str]:
+        """The limits its processes ran into so far: "processes" (a fork refused), "memory" (a process killed)."""
+        counters = {"processes": "max", "memory": "oom_kill"}
+        return [limit for limit, events in self.events.items() if _counted(_read(events), counters[limit])]
+
     def close(self) -> None:
         """Kill every process still in the run's groups (one that left the script's session too), then remove
         them and, when empty, their parent (never a hierarchy's root). On a crowded machine the killed can take
@@ -238,43 +262,20 @@ class RunGroup:
                     with contextlib.suppress(ProcessLookupError, ValueError):
                         os.kill(int(pid), signal.SIGKILL)
                 time.sleep(0.01)  # the bounded wait for the kernel to move the killed out
-            if _owner(folder.parent) is not None or folder.parent.name == PARENT:
+            if owner(folder.parent) is not None or folder.parent.name == PARENT:
                 with contextlib.suppress(OSError):
                     folder.parent.rmdir()  # busy while another run's group is in it
-        self.folders = []
+        self.folders, self.events = [], {}
+
+
+def roots(where: Hierarchies) -> list[Path]:
+    """The hierarchies' roots the grader makes groups in."""
+    return [root for root in (where.cpu, where.pids, where.unified, where.memory) if root is not None]
 
 
 def grading() -> str:
     """The name of this grading's parent group (a grading is one grader process)."""
     return f"{PARENT}-{os.getpid()}"
-
-
-def _owner(group: Path) -> int | None:
-    """The grader process a group was made for: a grading's parent names it last, a run's second to last."""
-    fields = group.name.split("-")
-    owner = fields[-2] if group.name.startswith("run-") or "-run-" in group.name else fields[-1]
-    return int(owner) if group.name.startswith(("run-", PARENT)) and owner.isdigit() else None
-
-
-def _sweep(where: Hierarchies) -> None:
-    """Remove the groups a grader left when it was killed before it could: empty, older than STALE_AFTER, and
-    named for a process that is gone (a group in use is not empty, and one being made is young). Runs go first,
-    then the gradings' groups and the scripts' parent they leave empty (their ages read before the runs go)."""
-    for root in (where.cpu, where.pids, where.unified):
-        try:  # best effort: other gradings remove their groups while these are listed (a glob then raises ENOENT)
-            parents = [group for group in root.glob(f"{PARENT}-*") if _stale(group)] if root else []
-            parents += [root / PARENT] if root and _age(root / PARENT) > STALE_AFTER else []
-            runs = [*root.glob(f"{PARENT}-*/run-*"), *(root / PARENT).glob("run-*")] if root else []
-        except OSError:
-            continue
-        for group in [*filter(_stale, runs), *parents]:
-            with contextlib.suppress(OSError):
-                group.rmdir()
-
-
-def _stale(group: Path) -> bool:
-    owner = _owner(group)
-    return owner is not None and not _alive(owner) and _age(group) > STALE_AFTER
 
 
 def _removed(folder: Path) -> bool:
@@ -286,23 +287,6 @@ def _removed(folder: Path) -> bool:
     except OSError:
         return False
     return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _age(path: Path) -> float:
-    try:
-        return time.time() - path.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def starved(cpu: CpuTime | None, duration: float) -> bool:

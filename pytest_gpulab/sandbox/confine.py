@@ -47,6 +47,7 @@ class ResourceLimits:
     processes: int = 256  # a fork bomb ends here, as that run's failure
     file_bytes: int = 64 * 1024 * 1024
     address_space_bytes: int = 4 * 1024**3  # Go's kubectl reserves much more than it uses
+    memory_bytes: int = 2 * 1024**3  # in use by all its processes at once, where the grader makes control groups
 
     def prlimit(self) -> list[str]:
         return [

@@ -28,7 +28,7 @@ from ..cluster.environ import environ_now
 from .cgroups import CpuTime, RunGroup
 from .confine import Layout, Sandbox, seccomp_fd
 from .pipes import Budget, PipeReader
-from .script_result import DEFAULT_LIMITS, Limits, ScriptResult
+from .script_result import DEFAULT_LIMITS, Limits, ScriptResult, human_bytes
 from .supervision import killpg, wait_for_end
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "SandboxPlan", "ScriptResult", "ScriptRun", "run_script"]
@@ -118,6 +118,7 @@ class ScriptRun:
         self.stop = threading.Event()
         self.flood = threading.Event()
         self.timed_out = self.flooded = False
+        self.limit: str | None = None  # the bound that stopped it (a memory or process limit), in words
         self.returncode: int | None = None
         self.group: RunGroup | None = None  # a sandboxed run's control groups (cgroups.py)
         self.cpu: CpuTime | None = None
@@ -164,7 +165,8 @@ class ScriptRun:
         if self.sandbox is None:
             return self._popen(self.command, self.env, ())
         if self.group is None:
-            self.group = RunGroup.make(self.sandbox.sandbox.limits.processes)
+            bounds = self.sandbox.sandbox.limits
+            self.group = RunGroup.make(bounds.processes, memory=bounds.memory_bytes)
         with seccomp_fd(self.sandbox.sandbox.filter) as fd:
             command = self.group.command(self.sandbox.wrap(self.command, self.env, fd))
             return self._popen(command, self.sandbox.environment(self.env), () if fd is None else (fd,))
@@ -216,10 +218,23 @@ class ScriptRun:
 
     def supervise(self) -> None:
         """Wait until the script ends, runs out of time, or prints too much."""
+        group = self.group if self.group is not None and self.group.events else None
         ending = wait_for_end(
-            self.proc.pid, self.started + self.limits.timeout, self.flood, self.wake_r, self.limits.poll
-        )
+            self.proc.pid, self.started + self.limits.timeout, self.flood, self.wake_r, self.limits.poll,
+            (lambda: bool(group.limits_hit())) if group is not None else None,
+        )  # fmt: skip
         self.flooded, self.timed_out = ending == "flooded", ending == "timed out"
+        self.limit = self._limit_hit() if ending in ("limit", "exited") else None  # hit in its last moments too
+
+    def _limit_hit(self) -> str | None:
+        """The bound its processes ran into, in words that follow "was stopped: it"."""
+        hit = self.group.limits_hit() if self.group is not None and self.sandbox is not None else []
+        if not hit or self.sandbox is None:
+            return None
+        bounds = self.sandbox.sandbox.limits
+        if "memory" in hit:
+            return f"used more than {human_bytes(bounds.memory_bytes)} of memory at once"
+        return f"started more than {bounds.processes} processes at once"
 
     def reap(self) -> None:
         """Kill the process group, reap the script and stop the readers, every wait bounded."""
@@ -254,7 +269,7 @@ class ScriptRun:
     def result(self) -> ScriptResult:
         duration = time.monotonic() - self.started
         exit_code = sig = None
-        if not (self.timed_out or self.flooded) and self.returncode is not None:
+        if not (self.timed_out or self.flooded or self.limit) and self.returncode is not None:
             if self.returncode >= 0:
                 exit_code = self.returncode
             else:
@@ -278,6 +293,7 @@ class ScriptRun:
             signal=sig,
             cpu=self.cpu,
             pid=self.proc.pid,
+            limit=self.limit,
         )
 
 

@@ -27,7 +27,7 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
-def _human_bytes(n: int) -> str:
+def human_bytes(n: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
@@ -59,6 +59,8 @@ class ScriptResult:
     writes: tuple[tuple[str, str], ...] = ()  # the changes it asked of the cluster's view, all refused
     cpu: CpuTime | None = None  # what its processes had of the CPU, where the kernel kept it (cgroups.py)
     pid: int | None = None  # its first process's (a profiler finds the processes the run started by it)
+    limit: str | None = None  # the bound that stopped it, as "was stopped: it ..." goes on: "used more than 2 GiB ..."
+    repeated: bool = False  # not run: its script's first run that ended by force, given again (grading/scripts/runs.py)
 
     @property
     def starved(self) -> bool:
@@ -72,12 +74,19 @@ class ScriptResult:
         if self.timed_out:
             return f"was stopped after {self.timeout:g} s (timeout)"
         if self.flooded:
-            return f"was stopped: it printed more than {_human_bytes(self.kill_after_bytes)}"
+            return f"was stopped: it printed more than {human_bytes(self.kill_after_bytes)}"
+        if self.limit is not None:
+            return f"was stopped: it {self.limit}"
         if self.exit_code is not None:
             return f"exited {self.exit_code}"
         if self.signal is not None:
             return f"was killed by {self.signal_name}"
         return "was killed"
+
+    @property
+    def forced(self) -> bool:
+        """Whether the run was ended by force, by its timeout or a limit (output, memory, processes)."""
+        return self.timed_out or self.flooded or self.limit is not None
 
     @property
     def signal_name(self) -> str | None:

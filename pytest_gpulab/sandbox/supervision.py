@@ -9,6 +9,7 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 
 def killpg(pid: int) -> None:
@@ -41,8 +42,17 @@ class ExitWatch:
         os.close(self.pidfd)
 
 
-def wait_for_end(pid: int, deadline: float, flood: threading.Event, wake_fd: int, poll: float) -> str:
-    """ "exited", "flooded" (``flood`` was set, and ``wake_fd`` written) or "timed out" at ``deadline``."""
+def wait_for_end(
+    pid: int,
+    deadline: float,
+    flood: threading.Event,
+    wake_fd: int,
+    poll: float,
+    over_limit: Callable[[], bool] | None = None,
+    every: float = 0.25,
+) -> str:
+    """ "exited", "flooded" (``flood`` was set, and ``wake_fd`` written), "limit" (``over_limit()``, asked every
+    ``every`` seconds, said a bound was hit) or "timed out" at ``deadline``."""
     try:
         watch: ExitWatch | None = ExitWatch(pid, wake_fd)
     except OSError:  # no pidfd (an old kernel): look every ``poll`` seconds instead
@@ -51,11 +61,13 @@ def wait_for_end(pid: int, deadline: float, flood: threading.Event, wake_fd: int
         while not exited(pid):
             if flood.is_set():
                 return "flooded"
+            if over_limit is not None and over_limit():
+                return "limit"
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timed out"
             if watch:
-                watch.wait(remaining)
+                watch.wait(min(remaining, every) if over_limit is not None else remaining)
             else:
                 flood.wait(min(poll, remaining))
         return "exited"

@@ -124,6 +124,11 @@ def _ended_by_force(result: ScriptResult, text: str, wanted: set[str], printed: 
         )
     if result.signal is not None:
         return f"It was killed by {result.signal_name} before it finished, so its answer is incomplete."
+    if result.limit is not None:
+        return (
+            f"It {result.limit} and was stopped: a checker reads and prints a little, so look for a loop that starts "
+            "processes or keeps data without end."
+        )
     return None
 
 

@@ -10,17 +10,19 @@ pytest.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ...sandbox.containerd import FakeContainerd
 from ...sandbox.script_result import ScriptResult
+from ..feedback import MachineBusy
 from ..learner import LearnerFile
 from .record import note_run, note_script
 
@@ -44,6 +46,53 @@ class LearnerRun:
 
     def asked_for_config_dump(self) -> bool:
         return self.containerd.asked_for_config_dump()
+
+
+class ForcedEnds:
+    """Each script's first run that was ended by force (its timeout, or a limit on its output, memory or
+    processes), by the script's path: every later run of that script is that run again, at once, with the same
+    cause in the same words (``result.repeated`` says so), as a TA would not wait out the same hang twenty times.
+    A run starved by the machine is never one (:mod:`.turns` raises :class:`MachineBusy` for it)."""
+
+    def __init__(self) -> None:
+        self._first: dict[Path, LearnerRun] = {}
+        self._busy: dict[Path, MachineBusy] = {}  # a script the machine starved even alone: the grading is retried
+        self._lock = threading.Lock()
+
+    def get(self, script: Path) -> LearnerRun | None:
+        """The script's first forced end, given again; the machine's error again when it starved the script."""
+        __tracebackhide__ = True
+        with self._lock:
+            first, busy = self._first.get(script), self._busy.get(script)
+        if busy is not None:
+            raise MachineBusy(busy.message, detail=busy.detail)
+        return replace(first, result=replace(first.result, repeated=True)) if first is not None else None
+
+    def run(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
+            once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
+        """The script's first forced end again, or ``take(path, once)`` (kept as that end when it is one)."""
+        __tracebackhide__ = True
+        return self.get(script) or self.first(script, self._taken(script, take, path, once))
+
+    def _taken(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
+               once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
+        """``take(path, once)``; its :class:`MachineBusy` kept, so that the script's later runs raise it at once
+        (the grading is an error, graded again, whatever they would find). A run starved beside others that waits
+        to go alone is not run again once another run of the script has ended by force meanwhile."""
+        __tracebackhide__ = True
+        try:
+            return take(path, lambda: self.get(script) or once())
+        except MachineBusy as busy:
+            with self._lock:
+                self._busy.setdefault(script, busy)
+            raise
+
+    def first(self, script: Path, run: LearnerRun) -> LearnerRun:
+        """``run``, kept as the script's first forced end when it is one and there is none yet."""
+        if run.result.forced:
+            with self._lock:
+                self._first.setdefault(script, run)
+        return run
 
 
 class Runner(Protocol):

@@ -33,9 +33,9 @@ from ..feedback import fail
 from ..learner import LearnerFile
 from . import record
 from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
+from .runs import ForcedEnds, ScriptRuns, label_of
 from .runs import LearnerRun as LearnerRun  # its first home
 from .runs import Run as Run  # its first home, where labs import it from
-from .runs import ScriptRuns, label_of
 from .turns import Turns
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class ScriptRunner:
         self._pool: ThreadPoolExecutor | None = None
         self._stage = Stage(lab_root)
         self._turns = Turns()  # side by side, or alone to tell a run crowded by its own from one starved
+        self._forced = ForcedEnds()  # a script's first run ended by its timeout or a limit, given again at once
         self._state_users: dict[
             Path, int | None
         ] = {}  # where a script run as a uid of its own without a sandbox finds its files
@@ -211,14 +212,15 @@ class ScriptRunner:
             fake, scratch, view, api, keeps,
         )  # fmt: skip
         started = time.monotonic()
-        run = self._turns.take(path, once)
+        key = Path(os.path.abspath(path))
+        run = self._forced.run(key, self._turns.take, path, once)
         shown = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "no-containerd": not containerd}
         label = label_of(tuple(map(str, args)), {**shown, "view": view, "api": api, "keeps": keeps})
         options = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "containerd": containerd, "api": api}
         places = (self.lab_root, self.work.parent)  # the grading's temporary folder: the runner's and the steps' files
         given = record.given(script, tuple(map(str, args)), {**options, "keeps": keeps}, view, places)
         seen = record.entry(given, run.result, *places)
-        run = replace(run, started=started, ended=time.monotonic(), label=label, given=seen)
+        run = replace(run, started=started, ended=time.monotonic(), label=label, given=seen, readers=[])
         with self._shared:
             self.log.append(run)
         record.note_run(run)

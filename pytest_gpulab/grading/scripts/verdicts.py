@@ -24,6 +24,7 @@ from ..feedback import HEADLINE_WORDS, expect, listed
 from ..learner import LearnerFile
 from .diagnose import answered, diagnosis
 
+REPEATED = "the script's first run that was stopped by force (timeout or limit), given again without running it"
 MOST = 3  # findings named in a sentence; the rest counted ("and 4 more"), every one in the check's detail
 
 
@@ -90,6 +91,7 @@ def expect_verdict(
     others |= (printed & set(may_add)) - wanted
     printed -= others
     facts = {
+        **({"not run": REPEATED} if result.repeated else {}),  # first: a long detail is cut at its end
         **(detail or {}),
         "expected": sorted(wanted),
         "stdout": result.stdout,
