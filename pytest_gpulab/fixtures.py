@@ -31,13 +31,12 @@ from .labs.discovery import Lab
 from .labs.nearmisses import identities
 from .sandbox import confine as sandbox
 from .sandbox.containerd import FakeContainerd
-from .settings import RunSettings, effective_kubeconfig
+from .settings import RunSettings, effective_kubeconfig, settings_key
 
 if TYPE_CHECKING:
     from .cluster.copy import CopyAhead
     from .grading.live import LiveCluster
 
-settings_key = pytest.StashKey[RunSettings]()
 connection_key = pytest.StashKey["LabClusterConnection"]()  # for the report's count of cluster reads
 
 __all__ = [

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from .fixtures import settings_key
 from .grading import evidence
 from .labs.nearmisses import hidden_names
 from .reports.reporting import results_key
+from .settings import settings_key
 
 
 class Recorder:

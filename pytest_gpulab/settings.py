@@ -229,3 +229,6 @@ def parse_steps(text: str) -> frozenset[int]:
             raise ValueError(f"the range {part} runs backwards; write {high}-{low}")
         numbers.update(range(low, high + 1))
     return frozenset(numbers)
+
+
+settings_key = pytest.StashKey[RunSettings]()  # the run's settings, in the config's stash

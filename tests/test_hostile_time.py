@@ -29,11 +29,13 @@ from pytest_gpulab.budget import GradingBudget
 from pytest_gpulab.cohort.jobs import STOPPED
 from pytest_gpulab.cohort.regrade import grade_bundle
 from pytest_gpulab.grading.feedback import MachineBusy, StepFailed
+from pytest_gpulab.grading.scripts.keeps import Keeps
 from pytest_gpulab.grading.scripts.script_runner import ScriptRunner
 from pytest_gpulab.labs.waiting import wait_until
 from pytest_gpulab.sandbox import cgroups
 from pytest_gpulab.sandbox import confine as sandbox
 from pytest_gpulab.sandbox.cgroups import CpuTime
+from pytest_gpulab.sandbox.disk import DISK_BYTES
 
 pytestmark = pytest.mark.skipif(not sandbox.probe().namespaces, reason="no sandbox on this machine")
 CAUSES = {  # each attack's first forced end, as its learner text says it
@@ -69,6 +71,32 @@ def test_a_script_s_later_runs_are_its_first_forced_end_given_again(runner, atta
     again = [runner.run(script, argument).result for argument in ("a", "b", "c")]
     assert all(run.repeated and run.describe() == first.describe() for run in again), again
     assert runner.run(runner.lab_root / "bin" / "honest.sh").result.stdout == "OK\n"  # another script runs
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_blocks * 512 for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
+
+
+def test_a_disk_fill_in_a_kept_state_is_stopped_near_its_bound(runner, tmp_path):
+    """A state kept across runs is a folder of the grader's disk, not a bounded tmpfs: the run is stopped once its
+    folders hold more than DISK_BYTES, and they hold not much more (before, one run left 53 GB)."""
+    script = runner.lab_root / "bin" / "disk-fill.sh"
+    kept = tmp_path / "kept"
+    result = runner.run(script, "a", keeps=Keeps(state=kept)).result
+    assert result.forced and "wrote more than 256 MiB" in result.describe(), result.describe()
+    assert DISK_BYTES < folder_bytes(kept) < 8 * DISK_BYTES
+
+
+def test_a_forced_end_stands_for_runs_of_its_kind_only(runner):
+    """A checker that hangs only when the API server is unreachable is not failed, without a run, for the rest."""
+    script = runner.lab_root / "bin" / "hangs-without-api.sh"
+    script.write_text('#!/bin/bash\nif [ "$1" = hang ]; then sleep 1000; fi\necho OK\n')
+    script.chmod(0o755)
+    hung = runner.run(script, "hang", containerd=False).result
+    assert hung.timed_out and not hung.repeated, hung
+    assert runner.run(script, "again", containerd=False).result.repeated, "the same kind: given again"
+    other = runner.run(script, "fine").result
+    assert not other.repeated and other.stdout == "OK\n", other
 
 
 def test_a_script_the_machine_starved_is_the_machine_s_error_at_once_for_its_later_runs(runner, monkeypatch):

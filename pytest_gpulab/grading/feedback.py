@@ -178,3 +178,15 @@ def listed(items: Iterable[str], conjunction: str = "and", *, most: int | None =
     if len(names) <= 1:
         return "".join(names)
     return f"{', '.join(names[:-1])} {conjunction} {names[-1]}"
+
+
+def missing_and_extra(expected: Iterable[str], found: Iterable[str], most: int | None = None) -> str:
+    """``"lacks A and has B too"`` between two sets of lines (with ``most``, that many of each named); "" when they
+    are the same."""
+    wanted, got = set(expected), set(found)
+    parts = []
+    if wanted - got:
+        parts.append(f"lacks {listed(sorted(wanted - got), most=most)}")
+    if got - wanted:
+        parts.append(f"has {listed(sorted(got - wanted), most=most)}, which should not be there")
+    return " and ".join(parts)

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..cluster.environ import environ_now
 from .cgroups import CpuTime, RunGroup
 from .confine import Layout, Sandbox, seccomp_fd
+from .disk import DiskWatch
 from .pipes import Budget, PipeReader
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult, human_bytes
 from .supervision import killpg, wait_for_end
@@ -121,6 +122,8 @@ class ScriptRun:
         self.limit: str | None = None  # the bound that stopped it (a memory or process limit), in words
         self.returncode: int | None = None
         self.group: RunGroup | None = None  # a sandboxed run's control groups (cgroups.py)
+        writable = [seen.source for seen in sandbox.layout.exposures if not seen.read_only] if sandbox else []
+        self.disk = DiskWatch(writable)  # the grader's own folders it may write: bounded by a count, not a mount
         self.cpu: CpuTime | None = None
 
     def _sandboxed_start_error(self) -> ScriptResult | None:
@@ -221,13 +224,15 @@ class ScriptRun:
         group = self.group if self.group is not None and self.group.events else None
         ending = wait_for_end(
             self.proc.pid, self.started + self.limits.timeout, self.flood, self.wake_r, self.limits.poll,
-            (lambda: bool(group.limits_hit())) if group is not None else None,
+            lambda: self.disk.over() or (group is not None and bool(group.limits_hit())),
         )  # fmt: skip
         self.flooded, self.timed_out = ending == "flooded", ending == "timed out"
         self.limit = self._limit_hit() if ending in ("limit", "exited") else None  # hit in its last moments too
 
     def _limit_hit(self) -> str | None:
         """The bound its processes ran into, in words that follow "was stopped: it"."""
+        if self.disk.hit:
+            return self.disk.describe()
         hit = self.group.limits_hit() if self.group is not None and self.sandbox is not None else []
         if not hit or self.sandbox is None:
             return None

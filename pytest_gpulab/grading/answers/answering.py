@@ -190,15 +190,3 @@ def expect_answers(file: LearnerFile, answers: Mapping[str, Answer], *, detail: 
 def _or_else(own: Hint | None, otherwise: str) -> Hint:
     """The answer's own hint for a value, or else ``otherwise``."""
     return lambda value: (own(value) if own else None) or otherwise
-
-
-def missing_and_extra(expected: Iterable[str], found: Iterable[str], most: int | None = None) -> str:
-    """``"lacks A and has B too"`` between two sets of lines (with ``most``, that many of each named); "" when they
-    are the same."""
-    wanted, got = set(expected), set(found)
-    parts = []
-    if wanted - got:
-        parts.append(f"lacks {listed(sorted(wanted - got), most=most)}")
-    if got - wanted:
-        parts.append(f"has {listed(sorted(got - wanted), most=most)}, which should not be there")
-    return " and ".join(parts)

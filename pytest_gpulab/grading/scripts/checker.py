@@ -29,13 +29,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...sandbox.script_result import ScriptResult, said
 from ..feedback import expect, listed
 from .diagnose import exit_diagnosis
-from .runs import ScriptRuns
 from .verdicts import expect_verdict
+
+if TYPE_CHECKING:
+    from .runs import ScriptRuns
 
 CONTRACT = "contract-"
 

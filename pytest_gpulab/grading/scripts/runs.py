@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -48,50 +48,55 @@ class LearnerRun:
         return self.containerd.asked_for_config_dump()
 
 
+Kind = tuple[Path, Hashable]  # a script, and the circumstances a run of it meets (an API server that fails so)
+
+
 class ForcedEnds:
     """Each script's first run that was ended by force (its timeout, or a limit on its output, memory or
-    processes), by the script's path: every later run of that script is that run again, at once, with the same
-    cause in the same words (``result.repeated`` says so), as a TA would not wait out the same hang twenty times.
+    processes), by the script's path and the run's circumstances (``kind``: the same API server failing the same
+    way, containerd there or not): every later run of that kind is that run again, at once, with the same cause in
+    the same words (``result.repeated`` says so), as a TA would not wait out the same hang twenty times. A run of
+    another kind is made: a checker that hangs only when the API server is unreachable is not failed for the rest.
     A run starved by the machine is never one (:mod:`.turns` raises :class:`MachineBusy` for it)."""
 
     def __init__(self) -> None:
-        self._first: dict[Path, LearnerRun] = {}
+        self._first: dict[Kind, LearnerRun] = {}
         self._busy: dict[Path, MachineBusy] = {}  # a script the machine starved even alone: the grading is retried
         self._lock = threading.Lock()
 
-    def get(self, script: Path) -> LearnerRun | None:
-        """The script's first forced end, given again; the machine's error again when it starved the script."""
+    def get(self, kind: Kind) -> LearnerRun | None:
+        """The kind's first forced end, given again; the machine's error again when it starved the script."""
         __tracebackhide__ = True
         with self._lock:
-            first, busy = self._first.get(script), self._busy.get(script)
+            first, busy = self._first.get(kind), self._busy.get(kind[0])
         if busy is not None:
             raise MachineBusy(busy.message, detail=busy.detail)
         return replace(first, result=replace(first.result, repeated=True)) if first is not None else None
 
-    def run(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
+    def run(self, kind: Kind, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
             once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
-        """The script's first forced end again, or ``take(path, once)`` (kept as that end when it is one)."""
+        """The kind's first forced end again, or ``take(path, once)`` (kept as that end when it is one)."""
         __tracebackhide__ = True
-        return self.get(script) or self.first(script, self._taken(script, take, path, once))
+        return self.get(kind) or self.first(kind, self._taken(kind, take, path, once))
 
-    def _taken(self, script: Path, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
+    def _taken(self, kind: Kind, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
                once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
         """``take(path, once)``; its :class:`MachineBusy` kept, so that the script's later runs raise it at once
         (the grading is an error, graded again, whatever they would find). A run starved beside others that waits
-        to go alone is not run again once another run of the script has ended by force meanwhile."""
+        to go alone is not run again once another run of its kind has ended by force meanwhile."""
         __tracebackhide__ = True
         try:
-            return take(path, lambda: self.get(script) or once())
+            return take(path, lambda: self.get(kind) or once())
         except MachineBusy as busy:
             with self._lock:
-                self._busy.setdefault(script, busy)
+                self._busy.setdefault(kind[0], busy)
             raise
 
-    def first(self, script: Path, run: LearnerRun) -> LearnerRun:
-        """``run``, kept as the script's first forced end when it is one and there is none yet."""
+    def first(self, kind: Kind, run: LearnerRun) -> LearnerRun:
+        """``run``, kept as its kind's first forced end when it is one and there is none yet."""
         if run.result.forced:
             with self._lock:
-                self._first.setdefault(script, run)
+                self._first.setdefault(kind, run)
         return run
 
 

@@ -212,8 +212,8 @@ class ScriptRunner:
             fake, scratch, view, api, keeps,
         )  # fmt: skip
         started = time.monotonic()
-        key = Path(os.path.abspath(path))
-        run = self._forced.run(key, self._turns.take, path, once)
+        kind = (Path(os.path.abspath(path)), (api, containerd))  # a hang on a failing API server is not the others'
+        run = self._forced.run(kind, self._turns.take, path, once)
         shown = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "no-containerd": not containerd}
         label = label_of(tuple(map(str, args)), {**shown, "view": view, "api": api, "keeps": keeps})
         options = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "containerd": containerd, "api": api}

@@ -15,14 +15,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...labs.nearmisses import NearMiss, near_misses_in
 from ...sandbox.script_result import ScriptResult, said
-from ..answers.answering import missing_and_extra
-from ..feedback import HEADLINE_WORDS, expect, listed
-from ..learner import LearnerFile
+from ..feedback import HEADLINE_WORDS, expect, listed, missing_and_extra
 from .diagnose import answered, diagnosis
+
+if TYPE_CHECKING:
+    from ..learner import LearnerFile
 
 REPEATED = "the script's first run that was stopped by force (timeout or limit), given again without running it"
 MOST = 3  # findings named in a sentence; the rest counted ("and 4 more"), every one in the check's detail
