@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulab.grading import misplaced
 from pytest_gpulab.grading.answers import decimal_suffix_hint, unresolved_path_hint
 from pytest_gpulab.grading.feedback import StepFailed
 from pytest_gpulab.grading.k8s import added_by_runtimeclass, misread_numbers, names_for_handlers
+from pytest_gpulab.grading.parsing import misplaced
 from pytest_gpulab.grading.scripts.diagnose import answered, diagnosis, exit_diagnosis, reads_its_arguments
 from pytest_gpulab.grading.scripts.verdicts import expect_verdict
 from pytest_gpulab.sandbox.script_result import ScriptResult

@@ -42,7 +42,8 @@ CAUSES = {  # each attack's first forced end, as its learner text says it
     "memory-hog": ("of memory at once",),  # 2 GiB in a grading, 256 MiB in the runner below
     "output-flood": ("it printed more than 1 MiB",),
     "fork-bomb": ("processes at once",),
-    "disk-fill": ("(timeout)", "of memory at once"),  # its full tmpfs blanks are memory: 320 MiB, past 256 MiB
+    "disk-fill": ("(timeout)", "of memory at once", "wrote more than 256 MiB"),  # full tmpfs blanks are memory,
+    # and a writable folder of the grader's (a kept state, a writable input's folder) is counted
     "signal-ignoring-sleeper": ("(timeout)",),
 }
 LIMITED = cgroups.hierarchies().memory is not None and cgroups.hierarchies().pids is not None
@@ -69,7 +70,10 @@ def test_a_script_s_later_runs_are_its_first_forced_end_given_again(runner, atta
     if LIMITED or attack not in ("memory-hog", "fork-bomb"):
         assert any(cause in first.describe() for cause in CAUSES[attack]), first.describe()
     again = [runner.run(script, argument).result for argument in ("a", "b", "c")]
-    assert all(run.repeated and run.describe() == first.describe() for run in again), again
+    if attack == "output-flood":  # ended at its limit in a moment: each run is made, and says the same
+        assert all(not run.repeated and run.describe() == first.describe() for run in again), again
+    else:
+        assert all(run.repeated and run.describe() == first.describe() for run in again), again
     assert runner.run(runner.lab_root / "bin" / "honest.sh").result.stdout == "OK\n"  # another script runs
 
 
@@ -145,7 +149,7 @@ def test_an_attack_on_time_ends_at_its_first_forced_run_and_moves_nothing_of_its
     said = [check["message"] for check in checks if any(cause in (check["message"] or "") for cause in causes)]
     assert len(said) >= len(checks) // 2, [check["message"] for check in checks]
     repeated = [check for check in checks if "given again without running it" in json.dumps(check.get("detail"))]
-    assert repeated, "no run was given again at once"
+    assert repeated or attack == "output-flood", "no run was given again at once"
     assert all(check["message"] in {c["message"] for c in checks} for check in repeated)
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import Words, containerd, expect, expect_value, misplaced, should_be
+from pytest_gpulab.grading import Words, containerd, expect, expect_value, should_be
 
 pytestmark = pytest.mark.step(1, "Main containerd configuration", points=10)
 
@@ -51,7 +51,7 @@ def test_default_runtime(config):
         default,
         "runc",
         f'{CONFIG}: default_runtime_name under [plugins."{containerd.CRI_V2}".containerd]',
-        hint=misplaced(config, "plugins", containerd.CRI_V2, "containerd", "default_runtime_name", toml=True),
+        hint=containerd.misplaced_table(config, "plugins", containerd.CRI_V2, "containerd", "default_runtime_name"),
         detail=config,
     )
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import Words, answers, dig, expect, expect_value, fail, k8s, misplaced, should_be
+from pytest_gpulab.grading import Words, answers, dig, expect, expect_value, fail, k8s, should_be
 
 pytestmark = pytest.mark.step(7, "Time-slicing configuration and slot arithmetic", points=15)
 
@@ -59,7 +59,7 @@ def check_config_map(config_map):
         dig(time_slicing, "failRequestsGreaterThanOne"),
         True,
         "sharing.timeSlicing.failRequestsGreaterThanOne",
-        hint=misplaced(sharing, "sharing", "timeSlicing", "failRequestsGreaterThanOne"),
+        hint=k8s.misplaced_key(sharing, "sharing", "timeSlicing", "failRequestsGreaterThanOne"),
         detail=sharing,
     )
     resources = dig(time_slicing, "resources")

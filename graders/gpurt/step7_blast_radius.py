@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gpulab.grading import answers, containerd, dig, expect, misplaced, should_be
+from pytest_gpulab.grading import answers, containerd, dig, expect, should_be
 
 pytestmark = pytest.mark.step(7, "The default runtime and its blast radius", points=10)
 
@@ -37,7 +37,7 @@ def test_default_runtime_dropin(learner):
             "nvidia",
             next((d for d in defaults if d is not None), None),
         ),
-        hint=misplaced(dropin, "plugins", containerd.CRI_V2, "containerd", "default_runtime_name", toml=True),
+        hint=containerd.misplaced_table(dropin, "plugins", containerd.CRI_V2, "containerd", "default_runtime_name"),
     )
 
 

@@ -7,8 +7,7 @@ The core is what every step uses:
 
 - verdicts: :func:`expect`, :func:`expect_value`, :func:`fail`, :func:`blocked_unless`, and the two outcomes a
   check raises, :class:`StepFailed` (the learner's) and :class:`GradingError` (the grading's, retried);
-- reading: :func:`dig` (and the methods of ``learner.file(...)``), and :func:`misplaced`, where a missing key was
-  written instead;
+- reading: :func:`dig` (and the methods of ``learner.file(...)``);
 - wording: :func:`shown`, :func:`listed`, :func:`should_be`, :class:`Words`;
 - the checker contract: :class:`Checker`, with its :class:`Cases` of :class:`Case`.
 
@@ -34,7 +33,7 @@ from .feedback import (
     should_be,
     shown,
 )
-from .parsing import dig, misplaced
+from .parsing import dig
 from .scripts.checker import Case, Cases, Checker
 
 __all__ = [  # noqa: RUF022 - the core by what each name is for, as docs/authors.md lists it, then the kits
@@ -47,7 +46,6 @@ __all__ = [  # noqa: RUF022 - the core by what each name is for, as docs/authors
     "GradingError",
     # Reading
     "dig",
-    "misplaced",
     # Wording
     "shown",
     "listed",

@@ -176,7 +176,11 @@ class DoctoredView:
 
     def __enter__(self) -> DoctoredView:
         self._socket_dir = tempfile.mkdtemp(prefix="gpulab-view-")  # 0700: the grader's user alone enters
-        self._start(_UnixServer(str(self.socket), _UnixProxy))
+        try:
+            self._start(_UnixServer(str(self.socket), _UnixProxy))
+        except BaseException:  # a Ctrl-C while it starts: no __exit__ follows, so its folder goes now
+            self.__exit__(None, None, None)
+            raise
         return self
 
     @staticmethod

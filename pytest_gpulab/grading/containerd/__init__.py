@@ -10,7 +10,7 @@ Example::
 Tables and keys: :func:`top_level`, :func:`find_key`, :func:`parse_key_path`, :func:`table_name`,
 :func:`stranded_table`, :data:`CRI_V2`, :data:`CRI_V3_RUNTIME`, :data:`RUNTIMES_TABLE_V2`.
 The CRI plugin's runtimes: :func:`cri_containerd`, :func:`defined_runtimes`, :func:`runtime_table`,
-:func:`runtime_option`, :func:`runtime_key`, :func:`loaded_handlers`, :func:`expect_plugins_match_version`.
+:func:`runtime_option`, :func:`runtime_key`, :func:`misplaced_table`, :func:`loaded_handlers`, :func:`expect_plugins_match_version`.
 Drop-ins: :func:`imports_of`. Dumps for a checker's cases: :func:`generate_dump`.
 """
 
@@ -27,6 +27,7 @@ from .containerd_toml import (
     find_key,
     imports_of,
     loaded_handlers,
+    misplaced_table,
     parse_key_path,
     runtime_key,
     runtime_option,
@@ -47,6 +48,7 @@ __all__ = [
     "generate_dump",
     "imports_of",
     "loaded_handlers",
+    "misplaced_table",
     "parse_key_path",
     "runtime_key",
     "runtime_option",

@@ -122,6 +122,14 @@ def runtime_option(runtime: dict[str, Any], key: str, display: str, runtime_path
     return None
 
 
+def misplaced_table(document: dict[str, Any], *path: str) -> str | None:
+    """A diagnosis for a key missing at ``path`` but written in another table: both tables, as headers.
+
+    Example:: hint=misplaced_table(config, "plugins", CRI_V2, "containerd", "default_runtime_name")
+    """
+    return misplaced(document, *path, toml=True)
+
+
 def runtime_key(runtime: dict[str, Any], key: str, display: str, runtime_path: str) -> Any:
     """A key of the runtime table itself (``runtime_type``); one written in its ``options`` fails, saying where.
 

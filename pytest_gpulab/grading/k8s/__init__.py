@@ -16,7 +16,8 @@ Nodes: :func:`lab_nodes`, :func:`name_of`, :func:`is_ready`, :func:`is_cordoned`
 :data:`SYSTEM_TAINT_PREFIX`; what nodes advertise: :func:`advertised`, :func:`expect_advertises`,
 :func:`expect_advertises_none`.
 RuntimeClasses: :func:`check_runtimeclass`, :func:`handlers_of`, :func:`required_handlers`.
-The learner's manifests: :func:`written_and_applied`, :func:`not_applied`, :func:`yaml_in`.
+The learner's manifests: :func:`written_and_applied`, :func:`not_applied`, :func:`yaml_in`, :func:`misplaced_key` (a key
+written in another place of the object).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .kube import (
     unschedulable_because,
     where_it_is,
 )
-from .manifests import not_applied, written_and_applied
+from .manifests import misplaced_key, not_applied, written_and_applied
 from .nodes import (
     SYSTEM_TAINT_PREFIX,
     added_by_runtimeclass,
@@ -81,6 +82,7 @@ __all__ = [
     "is_ready",
     "lab_nodes",
     "labels_match",
+    "misplaced_key",
     "misread_numbers",
     "name_of",
     "names_for_handlers",

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from ..feedback import StepFailed, fail, listed
 from ..learner import LearnerFile
 from ..live import LiveCluster, split_name
+from ..parsing import misplaced
 
 Check = Callable[[dict[str, Any]], None]
 
@@ -90,3 +91,11 @@ def written_and_applied(file: LearnerFile, live: LiveCluster, kind: str, name: s
         not_applied(live, file, kind, name, written)
     _checked(check, applied, f"In the cluster, the {kind} {name}: ", _reapply(kind, file))
     return applied
+
+
+def misplaced_key(obj: Any, *path: str) -> str | None:
+    """A diagnosis for a key missing at ``path`` but written elsewhere in the object: both places, as dotted keys.
+
+    Example:: hint=k8s.misplaced_key(sharing, "sharing", "timeSlicing", "failRequestsGreaterThanOne")
+    """
+    return misplaced(obj, *path)

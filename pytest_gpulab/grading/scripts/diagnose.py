@@ -167,7 +167,10 @@ def diagnosis(result: ScriptResult, wanted: set[str], printed: set[str]) -> str 
 
 def exit_diagnosis(result: ScriptResult, *, should_succeed: bool) -> str | None:
     """For a checker that answers by its exit status alone: the cause its run shows for exiting the wrong way, or
-    None. A silent non-zero exit where it should exit 0 under ``set -e`` is one of the commands that end it."""
+    None. A silent non-zero exit where it should exit 0 under ``set -e`` is one of the commands that end it.
+
+    Example:: expect(result.exit_code == 0, sentence, hint=exit_diagnosis(result, should_succeed=True))
+    """
     text = script_text(result)
     for diagnose in (_ended_by_force, _syntax, _literal_test):
         if found := diagnose(result, text, set(), set()):

@@ -52,8 +52,8 @@ Kind = tuple[Path, Hashable]  # a script, and the circumstances a run of it meet
 
 
 class ForcedEnds:
-    """Each script's first run that was ended by force (its timeout, or a limit on its output, memory or
-    processes), by the script's path and the run's circumstances (``kind``: the same API server failing the same
+    """Each script's first run that was ended by force (its timeout, or a limit on its memory, processes or disk),
+    by the script's path and the run's circumstances (``kind``: the same API server failing the same
     way, containerd there or not): every later run of that kind is that run again, at once, with the same cause in
     the same words (``result.repeated`` says so), as a TA would not wait out the same hang twenty times. A run of
     another kind is made: a checker that hangs only when the API server is unreachable is not failed for the rest.
@@ -93,8 +93,10 @@ class ForcedEnds:
             raise
 
     def first(self, kind: Kind, run: LearnerRun) -> LearnerRun:
-        """``run``, kept as its kind's first forced end when it is one and there is none yet."""
-        if run.result.forced:
+        """``run``, kept as its kind's first forced end when it is one and there is none yet. An output flood is not
+        one: it ends at its limit in a moment, and a check may read more of a run than its output (the commands it
+        ran), which only a run of its own shows, the same live and from a bundle."""
+        if run.result.forced and not run.result.flooded:
             with self._lock:
                 self._first.setdefault(kind, run)
         return run
