@@ -102,6 +102,12 @@ def runtime_table(document: dict[str, Any], display: str, name: str, plugin: str
     return runtime
 
 
+def _written_in(runtime: dict[str, Any], key: str, runtime_path: str) -> str | None:
+    """The table below the runtime's where ``key`` is written, as a header; None when it is nowhere in it."""
+    found = find_key(runtime, key)
+    return f"[{runtime_path}{''.join('.' + part for part in found[0][0])}]" if found else None
+
+
 def runtime_option(runtime: dict[str, Any], key: str, display: str, runtime_path: str) -> Any:
     """``options.<key>`` of a runtime table; a key written beside ``options`` fails, saying where it belongs.
 
@@ -111,9 +117,7 @@ def runtime_option(runtime: dict[str, Any], key: str, display: str, runtime_path
     options = runtime.get("options")
     if isinstance(options, dict) and key in options:
         return options[key]
-    misplaced = find_key(runtime, key)
-    if misplaced:
-        where = f"[{runtime_path}{''.join('.' + part for part in misplaced[0][0])}]"
+    if where := _written_in(runtime, key, runtime_path):
         fail(
             f"{display} has {key} in {where}, not in [{runtime_path}.options].",
             hint=f"containerd reads {key} only from the runtime's options table: put it under [{runtime_path}.options].",
@@ -138,9 +142,7 @@ def runtime_key(runtime: dict[str, Any], key: str, display: str, runtime_path: s
     __tracebackhide__ = True
     if key in runtime:
         return runtime[key]
-    misplaced = find_key(runtime, key)
-    if misplaced:
-        where = f"[{runtime_path}{''.join('.' + part for part in misplaced[0][0])}]"
+    if where := _written_in(runtime, key, runtime_path):
         fail(
             f"{display} has {key} in {where}, where containerd does not read it: it belongs in [{runtime_path}].",
             hint=f"Move {key} up to the runtime's own table, above its options.",
