@@ -5,6 +5,7 @@ as read by every check that uses it, and by none that does not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Generator
 from typing import Any
 
@@ -22,9 +23,14 @@ class Recorder:
         self.ledger = evidence.Ledger()  # what the run read, by object: its checks' fields are found through it
         self.by_fixture: dict[str, tuple[str, evidence.Evidence]] = {}  # each fixture's last setup: its node, its reads
 
-    def _fresh(self) -> evidence.Evidence:
+    @functools.cached_property
+    def hidden(self) -> frozenset[str]:
+        """The lab's hidden near-miss names, read once for the run (not at each check and fixture)."""
         lab = self.config.stash[settings_key].lab
-        return evidence.Evidence(self.ledger, hidden_names(lab) if lab is not None else frozenset())
+        return hidden_names(lab) if lab is not None else frozenset()
+
+    def _fresh(self) -> evidence.Evidence:
+        return evidence.Evidence(self.ledger, self.hidden)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
