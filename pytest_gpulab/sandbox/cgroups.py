@@ -39,6 +39,7 @@ CPU_PERIOD_US = 100_000  # the quota's period; a run gets one CPU of it
 STARVED_SHARE = 0.25  # a run that waited for a CPU this share of its time, or more,
 FED_SHARE = 0.5  # and had less CPU than this share of one, was starved
 NICENESS = 10  # every script's, below the graders' own
+PIDS_READ = 64  # a run's processes read at most, to look into its mounts
 EMPTY_WAIT = 10.0  # seconds for a killed run's processes to leave its groups, on a crowded machine
 
 # Joins the groups whose cgroup.procs files are given (writing 0 moves the writer), then runs the command niced
@@ -245,6 +246,28 @@ class RunGroup:
         if waited is None or used is None:
             return None
         return CpuTime(waited / 1e6 + _run_delay(leader), used / 1e6)
+
+    def cpu_wanted(self) -> float | None:
+        """Seconds in which the run's processes ran or waited for a CPU, so far; None where it is not kept."""
+        if self.accounts is None:
+            return None
+        used, waited = _usage_us(_read(self.accounts / "cpu.stat")), _stalled_us(_read(self.accounts / "cpu.pressure"))
+        return (used + waited) / 1e6 if used is not None and waited is not None else None
+
+    def memory_used(self) -> int | None:
+        """Bytes of memory the run's processes hold now; None where it is not kept."""
+        counted = self.events.get("memory")  # the group that bounds its memory, v2 or v1
+        held = (
+            "".join(_read(counted.parent / name) for name in ("memory.current", "memory.usage_in_bytes"))
+            if counted
+            else ""
+        )
+        return int(held) if held.strip().isdigit() else None
+
+    def pids(self) -> list[int]:
+        """The run's processes now (its first group's), at most :data:`PIDS_READ` of them."""
+        listed = _read(self.folders[0] / "cgroup.procs").split() if self.folders else []
+        return [int(pid) for pid in listed[:PIDS_READ] if pid.isdigit()]
 
     def limits_hit(self) -> list[str]:
         """The limits its processes ran into so far: "processes" (a fork refused), "memory" (a process killed)."""

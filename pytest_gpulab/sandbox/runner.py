@@ -20,17 +20,19 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..cluster.environ import environ_now
+from .bwrap import BLANK_BYTES
 from .cgroups import CpuTime, RunGroup
 from .confine import Layout, Sandbox, seccomp_fd
 from .disk import DiskWatch
 from .pipes import Budget, PipeReader
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult, human_bytes
 from .supervision import killpg, wait_for_end
+from .watches import BlankWatch, IdleWatch
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "SandboxPlan", "ScriptResult", "ScriptRun", "run_script"]
 
@@ -102,8 +104,10 @@ class ScriptRun:
         extra_env: Mapping[str, str] | None = None,
         limits: Limits = DEFAULT_LIMITS,
         sandbox: SandboxPlan | None = None,
+        on_idle: Callable[[float], None] | None = None,
     ) -> None:
         self.script, self.cwd = _checked_paths(script, cwd)
+        self.on_idle = on_idle  # called while the run is seen only waiting (watches.py)
         self.limits = limits
         self.sandbox = sandbox
         self.env = environ_now()
@@ -124,6 +128,7 @@ class ScriptRun:
         self.group: RunGroup | None = None  # a sandboxed run's control groups (cgroups.py)
         writable = [seen.source for seen in sandbox.layout.exposures if not seen.read_only] if sandbox else []
         self.disk = DiskWatch(writable)  # the grader's own folders it may write: bounded by a count, not a mount
+        self.blanks = BlankWatch(None, (), BLANK_BYTES)  # its tmpfs blanks, watched once it runs
         self.cpu: CpuTime | None = None
 
     def _sandboxed_start_error(self) -> ScriptResult | None:
@@ -220,11 +225,17 @@ class ScriptRun:
         return reason
 
     def supervise(self) -> None:
-        """Wait until the script ends, runs out of time, or prints too much."""
+        """Wait until the script ends, runs out of time, prints too much or reaches a bound."""
         group = self.group if self.group is not None and self.group.events else None
+        self.blanks = BlankWatch(self.group, self.sandbox.layout.blanks if self.sandbox else (), BLANK_BYTES)
+        idle = IdleWatch(self.group, self.on_idle)
+
+        def over() -> bool:
+            idle.look()
+            return self.disk.over() or self.blanks.over() or (group is not None and bool(group.limits_hit()))
+
         ending = wait_for_end(
-            self.proc.pid, self.started + self.limits.timeout, self.flood, self.wake_r, self.limits.poll,
-            lambda: self.disk.over() or (group is not None and bool(group.limits_hit())),
+            self.proc.pid, self.started + self.limits.timeout, self.flood, self.wake_r, self.limits.poll, over
         )  # fmt: skip
         self.flooded, self.timed_out = ending == "flooded", ending == "timed out"
         self.limit = self._limit_hit() if ending in ("limit", "exited") else None  # hit in its last moments too
@@ -233,6 +244,8 @@ class ScriptRun:
         """The bound its processes ran into, in words that follow "was stopped: it"."""
         if self.disk.hit:
             return self.disk.describe()
+        if self.blanks.full is not None:
+            return self.blanks.describe()
         hit = self.group.limits_hit() if self.group is not None and self.sandbox is not None else []
         if not hit or self.sandbox is None:
             return None
@@ -313,8 +326,10 @@ def run_script(
     output_limit: int = DEFAULT_LIMITS.output_limit,
     kill_after_bytes: int = DEFAULT_LIMITS.kill_after_bytes,
     sandbox: SandboxPlan | None = None,
+    on_idle: Callable[[float], None] | None = None,
 ) -> ScriptResult:
-    """Run ``script`` with ``args`` and return what happened.
+    """Run ``script`` with ``args`` and return what happened; ``on_idle(seconds)`` is called whenever it is seen
+    only waiting (:class:`~.watches.IdleWatch`).
 
     A script without the exec bit is run as ``bash script args...``
     (``ran_with_bash``), as is an executable one without a ``#!`` line.
@@ -325,7 +340,10 @@ def run_script(
     file) and NotADirectoryError when ``cwd`` is not a directory.
     """
     limits = replace(DEFAULT_LIMITS, timeout=timeout, output_limit=output_limit, kill_after_bytes=kill_after_bytes)
-    run = ScriptRun(script, args, cwd=cwd, path_prefix=path_prefix, extra_env=extra_env, limits=limits, sandbox=sandbox)
+    run = ScriptRun(
+        script, args, cwd=cwd, path_prefix=path_prefix, extra_env=extra_env, limits=limits, sandbox=sandbox,
+        on_idle=on_idle,
+    )  # fmt: skip
     failure = run.start()
     if failure is not None:
         return failure

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Executor, Future
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,9 +57,15 @@ class ForcedEnds:
     way, containerd there or not): every later run of that kind is that run again, at once, with the same cause in
     the same words (``result.repeated`` says so), as a TA would not wait out the same hang twenty times. A run of
     another kind is made: a checker that hangs only when the API server is unreachable is not failed for the rest.
-    A run starved by the machine is never one (:mod:`.turns` raises :class:`MachineBusy` for it)."""
+    A run starved by the machine is never one (:mod:`.turns` raises :class:`MachineBusy` for it).
 
-    def __init__(self) -> None:
+    A run of a kind whose run going now was seen only waiting (:meth:`waiting`) waits for that one to end first,
+    its core given back meanwhile (``pause``): if it hangs, the later runs are its end again, rather than more of
+    the same hang side by side; if it ends on its own, they are made as ever. ``bound`` bounds that wait."""
+
+    def __init__(self, bound: float = 120.0) -> None:
+        self.bound = bound
+        self._waiting: dict[Kind, threading.Event] = {}  # a run of the kind seen only waiting: set when it ends
         self._first: dict[Kind, LearnerRun] = {}
         self._busy: dict[Path, MachineBusy] = {}  # a script the machine starved even alone: the grading is retried
         self._lock = threading.Lock()
@@ -74,10 +80,22 @@ class ForcedEnds:
         return replace(first, result=replace(first.result, repeated=True)) if first is not None else None
 
     def run(self, kind: Kind, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
-            once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip
+            once: Callable[[], LearnerRun], pause: Callable[[], AbstractContextManager[object]] = nullcontext,
+            ) -> LearnerRun:  # fmt: skip
         """The kind's first forced end again, or ``take(path, once)`` (kept as that end when it is one)."""
         __tracebackhide__ = True
+        with self._lock:
+            going = self._waiting.get(kind)
+        if going is not None and not going.is_set():
+            with pause():
+                going.wait(self.bound)
         return self.get(kind) or self.first(kind, self._taken(kind, take, path, once))
+
+    def waiting(self, kind: Kind, ended: threading.Event) -> None:
+        """A run of ``kind`` is seen only waiting; ``ended`` is set when it ends."""
+        with self._lock:
+            if kind not in self._waiting or self._waiting[kind].is_set():
+                self._waiting[kind] = ended
 
     def _taken(self, kind: Kind, take: Callable[[Path, Callable[[], LearnerRun]], LearnerRun], path: Path,
                once: Callable[[], LearnerRun]) -> LearnerRun:  # fmt: skip

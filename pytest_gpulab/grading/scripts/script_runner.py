@@ -15,7 +15,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +31,7 @@ from ...sandbox.stage import Stage, StagedRun
 from ..feedback import fail
 from ..learner import LearnerFile
 from . import record
+from .cores import SEAT, CorePool, Seat
 from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
 from .runs import ForcedEnds, ScriptRuns, label_of
 from .runs import LearnerRun as LearnerRun  # its first home
@@ -40,6 +40,9 @@ from .turns import Turns
 
 if TYPE_CHECKING:
     from ...sandbox.clusterview import DoctoredView, Door
+
+
+HANGS_AFTER = 2.0  # seconds a run has gone, only waiting of late, before later runs of its kind wait for its end
 
 
 def path_without(command: str, path: str) -> str:
@@ -60,8 +63,10 @@ class ScriptRunner:
         *,
         lab_root: Path | None = None,
         sandbox: Sandbox | None = None,
+        cores: int | None = None,
     ) -> None:
         self.work = Path(work)
+        self.cores = cores  # how many runs started ahead work at once: the machine's cores by default
         self.timeout = timeout
         self._kubeconfig = kubeconfig
         self._counter = itertools.count(1)
@@ -69,21 +74,22 @@ class ScriptRunner:
         self.sandbox = sandbox
         self._views: dict[str | None, DoctoredView] = {}
         self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: CorePool | None = None
         self._stage = Stage(lab_root)
         self._turns = Turns()  # side by side, or alone to tell a run crowded by its own from one starved
-        self._forced = ForcedEnds()  # a script's first run ended by its timeout or a limit, given again at once
+        self._forced = ForcedEnds(timeout + 60)  # a script's first run ended by force, given again at once
         self._state_users: dict[
             Path, int | None
         ] = {}  # where a script run as a uid of its own without a sandbox finds its files
         self.log: list[LearnerRun] = []  # every run made, in the order each ended (a profile reads it)
 
     @property
-    def pool(self) -> ThreadPoolExecutor:
-        """Where runs started ahead run: one per core, since each is a few processes' start-up."""
+    def pool(self) -> CorePool:
+        """Where runs started ahead run: one working per core, since each is a few processes' start-up; one that
+        only waits gives its core to the next (:mod:`.cores`)."""
         with self._shared:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="gpulab-run")
+                self._pool = CorePool(self.cores)
             return self._pool
 
     def close(self) -> None:
@@ -207,13 +213,19 @@ class ScriptRunner:
                 if path.exists()
                 else f"{script} does not exist; create it as the step asks."
             )
+        kind = (Path(os.path.abspath(path)), (api, containerd))  # a hang on a failing API server is not the others'
+        seat, ended = SEAT.get(), threading.Event()
         once = functools.partial(
             self._once, Path(os.path.abspath(path)), tuple(map(str, args)), dump, dump_text, cluster, containerd,
-            fake, scratch, view, api, keeps,
+            fake, scratch, view, api, keeps, functools.partial(self._idle, kind, ended, seat),
         )  # fmt: skip
         started = time.monotonic()
-        kind = (Path(os.path.abspath(path)), (api, containerd))  # a hang on a failing API server is not the others'
-        run = self._forced.run(kind, self._turns.take, path, once)
+        if seat is not None:
+            seat.hold()  # a task's next run works again
+        try:
+            run = self._forced.run(kind, self._turns.take, path, once, seat.paused if seat else nullcontext)
+        finally:
+            ended.set()
         shown = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "no-containerd": not containerd}
         label = label_of(tuple(map(str, args)), {**shown, "view": view, "api": api, "keeps": keeps})
         options = {"dump": dump, "dump_text": dump_text, "cluster": cluster, "containerd": containerd, "api": api}
@@ -229,7 +241,7 @@ class ScriptRunner:
     def _once(
         self, path: Path, args: tuple[str, ...], dump: str | None, dump_text: str | None, cluster: bool,
         containerd: bool, fake: FakeContainerd | None, scratch: Path | None, view: DoctoredView | None,
-        api: str | None, keeps: Keeps,
+        api: str | None, keeps: Keeps, on_idle: Callable[[float], None],
     ) -> LearnerRun:  # fmt: skip
         """One attempt, in a run directory of its own."""
         run_dir = self.work / f"run-{next(self._counter)}"
@@ -241,7 +253,7 @@ class ScriptRunner:
         scratch = scratch or run_dir / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
         with self._door(cluster, view, api, run_dir) as door:
-            return self._run_in(path, args, fake, scratch, door, cluster, containerd, keeps)
+            return self._run_in(path, args, fake, scratch, door, cluster, containerd, keeps, on_idle)
 
     def _door(self, cluster: bool, view: DoctoredView | None, api: str | None, run_dir: Path) -> Any:
         """The run's own way to the cluster: a door into its view (the lab's read-only one by default), or
@@ -260,7 +272,7 @@ class ScriptRunner:
 
     def _run_in(
         self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
-        cluster: bool, containerd: bool, keeps: Keeps,
+        cluster: bool, containerd: bool, keeps: Keeps, on_idle: Callable[[float], None],
     ) -> LearnerRun:  # fmt: skip
         """One run through its own door into the view: what it tried to write is its result's ``writes``.
         Run as a uid of its own without a sandbox, it is given reachable copies (:mod:`..sandbox.stage`)."""
@@ -271,7 +283,7 @@ class ScriptRunner:
             if keeps.state is not None:  # where the run's uid reaches it
                 keeps = replace(keeps, state=self._stage.inside() / f"state-{keeps.state.name}")
         try:
-            result = self._start(path, args, fake, scratch, door, cluster, containerd, user, staged, keeps)
+            result = self._start(path, args, fake, scratch, door, (cluster, containerd), user, staged, keeps, on_idle)
         finally:
             if staged is not None:
                 staged.end(fake)
@@ -291,8 +303,9 @@ class ScriptRunner:
 
     def _start(
         self, path: Path, args: tuple[str, ...], fake: FakeContainerd, scratch: Path, door: Door | None,
-        cluster: bool, containerd: bool, user: int | None, staged: StagedRun | None, keeps: Keeps,
+        reads: tuple[bool, bool], user: int | None, staged: StagedRun | None, keeps: Keeps, on_idle: Callable[[float], None],
     ) -> ScriptResult:  # fmt: skip
+        cluster, containerd = reads
         if staged is not None:
             path, args, fake, scratch, door = staged.script, staged.args, staged.fake, staged.scratch, staged.door
         prefix, extra = self._environment(fake, containerd=containerd, cluster=cluster, door=door)
@@ -304,8 +317,23 @@ class ScriptRunner:
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
         plan = self._plan(path, args, fake, scratch, env, door, user, keeps)
         return run_script(
-            path, args, cwd=scratch, path_prefix=prefix, extra_env=extra, timeout=self.timeout, sandbox=plan
+            path,
+            args,
+            cwd=scratch,
+            path_prefix=prefix,
+            extra_env=extra,
+            timeout=self.timeout,
+            sandbox=plan,
+            on_idle=on_idle,
         )
+
+    def _idle(self, kind: tuple[Path, object], ended: threading.Event, seat: Seat | None, seconds: float) -> None:
+        """A run seen only waiting: its core is free; waiting past ``HANGS_AFTER`` seconds, later runs of its kind
+        wait for it to end (:class:`ForcedEnds`), rather than hang beside it."""
+        if seat is not None:
+            seat.idle()
+        if seconds >= HANGS_AFTER:
+            self._forced.waiting(kind, ended)
 
     def runs_of(self, script: Path | LearnerFile) -> ScriptRuns:
         return ScriptRuns(self, script)
