@@ -70,7 +70,7 @@ def test_later_runs_of_a_circumstance_it_hangs_in_are_that_hangs_end_again(runne
     "text",
     [
         "#!/bin/bash\nend=$((SECONDS + 3))\nwhile [ $SECONDS -lt $end ]; do :; done\necho done\n",  # works all along
-        "#!/bin/bash\nexec python3 -c 'import time; held = b\"x\" * (300 << 20); time.sleep(3); print(\"done\")'\n",
+        '#!/bin/bash\nexec python3 -c \'import time; held = b"x" * (300 << 20); time.sleep(3); print("done")\'\n',
     ],
     ids=["busy-loop", "sleeps-holding-300-MiB"],
 )

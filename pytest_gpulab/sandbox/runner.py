@@ -31,6 +31,7 @@ from .confine import Layout, Sandbox, seccomp_fd
 from .disk import DiskWatch
 from .pipes import Budget, PipeReader
 from .script_result import DEFAULT_LIMITS, Limits, ScriptResult, human_bytes
+from .start_errors import exec_failure, shebang, start_reason
 from .supervision import killpg, wait_for_end
 from .watches import BlankWatch, IdleWatch
 
@@ -51,27 +52,6 @@ class SandboxPlan:
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         return self.sandbox.environment(self.layout, env)
-
-
-def _shebang(script: Path) -> str | None:
-    try:
-        with open(script, "rb") as handle:
-            first = handle.readline(256)
-    except OSError:
-        return None
-    if not first.startswith(b"#!"):
-        return None
-    return first[2:].rstrip(b"\n").decode("utf-8", errors="replace").strip(" \t")
-
-
-def _start_reason(exc: BaseException, script: Path) -> str:
-    """Why starting failed, naming the file at fault when it is not the script."""
-    if not isinstance(exc, OSError):
-        return str(exc) or type(exc).__name__
-    reason = exc.strerror or str(exc)
-    if exc.filename is not None and str(exc.filename) != str(script):
-        reason += f" ({exc.filename})"
-    return reason
 
 
 def _checked_paths(script: Path, cwd: Path) -> tuple[Path, Path]:
@@ -133,7 +113,7 @@ class ScriptRun:
 
     def _sandboxed_start_error(self) -> ScriptResult | None:
         """In the sandbox the exec happens out of sight: decide bash, or a missing #! interpreter, here."""
-        interpreter = _shebang(self.script)
+        interpreter = shebang(self.script)
         if interpreter is None:
             self.ran_with_bash, self.command = True, self.with_bash
             return None
@@ -196,9 +176,9 @@ class ScriptRun:
         if self.group is not None:
             self.group.close()
         if self.ran_with_bash:
-            reason, exit_code = _start_reason(exc, self.script), None
+            reason, exit_code = start_reason(exc, self.script), None
         else:
-            reason, exit_code = self._exec_failure(exc), 126
+            reason, exit_code = exec_failure(exc, self.script, self.cwd), 126
         return ScriptResult(
             command=self.command,
             exit_code=exit_code,
@@ -212,17 +192,6 @@ class ScriptRun:
             kill_after_bytes=self.limits.kill_after_bytes,
             start_error=reason,
         )
-
-    def _exec_failure(self, exc: BaseException) -> str:
-        """Why the script itself could not be executed, naming a #! interpreter that does not exist."""
-        interpreter = _shebang(self.script)
-        missing = isinstance(exc, OSError) and exc.errno == errno.ENOENT and str(exc.filename) != str(self.cwd)
-        if not missing or interpreter is None:
-            return _start_reason(exc, self.script)
-        reason = f"its #! line names {interpreter!r}, which does not exist"
-        if interpreter.endswith("\r"):
-            reason += " (the file has Windows CRLF line endings)"
-        return reason
 
     def supervise(self) -> None:
         """Wait until the script ends, runs out of time, prints too much or reaches a bound."""
