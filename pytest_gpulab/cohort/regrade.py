@@ -29,14 +29,15 @@ import secrets
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..cluster import snapshot
 from ..cluster.addresses import addressed_home
-from ..cluster.kwok import KwokClusterError
+from ..cluster.kwok import KwokCluster, KwokClusterError
 from ..labs.discovery import UnknownLab, discover
 from ..reports.report_file import write_atomically
 from ..sandbox.confine import Sandbox, probe
@@ -107,6 +108,9 @@ def _pytest_args(
     ]  # fmt: skip
 
 
+Restore = Callable[[Path], AbstractContextManager[KwokCluster]]  # a cluster started on a snapshot, for the grading
+
+
 @dataclass(frozen=True)
 class _Grading:
     """One bundle's grading: the opened bundle, its outcome and results folder, and how to run pytest."""
@@ -118,11 +122,12 @@ class _Grading:
     lab_dirs: Sequence[Path]
     gradings: Gradings
     extra: Sequence[str] = ()
+    restore: Restore = snapshot.grading_cluster
 
 
 def _grade_restored(job: _Grading) -> None:
     outcome, started = job.outcome, time.monotonic()
-    with snapshot.grading_cluster(job.opened.snapshot) as cluster:
+    with job.restore(job.opened.snapshot) as cluster:
         started = _timed(outcome, "cluster_start", started)
         if home := addressed_home(cluster.api.items):
             raise BundleRefused(
@@ -255,11 +260,13 @@ def grade_bundle(
     gradings: Gradings = COLD,
     extra_args: Sequence[str] = (),
     seed_secret_file: Path | None = None,
+    restore: Restore = snapshot.grading_cluster,
 ) -> Outcome:
     """Grade one bundle into ``out``; never raises for a bad bundle or a failed cluster (see the outcome).
     ``gradings`` runs the ``pytest --lab`` process: a new interpreter, or a :class:`WarmGradings` fork;
     ``extra_args`` are the instructor's own options for it (``--script-timeout``); ``seed_secret_file`` the secret
-    the seed is keyed with (default: one made once beside ``out``)."""
+    the seed is keyed with (default: one made once beside ``out``); ``restore`` starts the cluster the grading reads
+    on the bundle's snapshot (a fresh one each time; the self-test's twins lend one per snapshot, ``selftest/twin.py``)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "outcome.json").unlink(missing_ok=True)
     outcome = Outcome(learner or learner_name(bundle), bundle.name, sha256_file(bundle) if bundle.is_file() else "")
@@ -274,7 +281,8 @@ def grade_bundle(
             opened = _open(bundle, outcome, Path(work), lab_dirs, seed, secret)
             write_atomically(out / "bundle.json", opened.manifest)
             _timed(outcome, "open", started)
-            _grade_with_a_second_try(_Grading(opened, outcome, out, Path(work), lab_dirs, gradings, extra_args))
+            job = _Grading(opened, outcome, out, Path(work), lab_dirs, gradings, extra_args, restore)
+            _grade_with_a_second_try(job)
         except (BundleRefused, snapshot.SnapshotRefused) as refusal:
             outcome.status, outcome.reason = REFUSED, str(refusal)
         except (KwokClusterError, subprocess.TimeoutExpired, OSError) as error:

@@ -99,15 +99,18 @@ class Selftest:
         if done.returncode != 0:
             raise RowError(f"the shell snippet failed (exit {done.returncode}): {tail(done.stderr + done.stdout)}")
 
-    def grade(self, folder: Path, root: Path, cluster: KwokCluster, args: Sequence[str] = ()) -> dict[str, Any]:
+    def grade(
+        self, folder: Path, root: Path, cluster: KwokCluster, args: Sequence[str] = (), *, shared: bool = False
+    ) -> dict[str, Any]:
         """``pytest --lab`` on ``root`` against ``cluster``; its grading report. Then, with ``bundles``, the row's
         bundle graded as an instructor's `gpulab grade` would, with the same seed: each step whose outcome
-        differs is a problem of the row's (the report's ``TWIN_PROBLEMS``)."""
+        differs is a problem of the row's (the report's ``TWIN_PROBLEMS``). A ``shared`` cluster's bundles are
+        graded on one cluster restored from its snapshot (:mod:`.twin`)."""
         given, rest = seed_of(args)
         seed = given if given is not None else secrets.randbelow(10**9)
         report = self.grade_live(folder, root, cluster, [*rest, f"--lab-seed={seed}"])
         if self.twins is not None:
-            bundled = self.twins.grade(folder, root, cluster, seed, rest)
+            bundled = self.twins.grade(folder, root, cluster, seed, rest, lent=shared)
             report[TWIN_PROBLEMS] = twin_disagreements(report, bundled)
         return report
 
@@ -185,7 +188,7 @@ class SharedReference:
         finally:
             self.test.states.release(None)
         before = ReferenceState.of(self.folder / "root", self.cluster)
-        report = self.test.grade(self.folder, self.folder / "root", self.cluster)
+        report = self.test.grade(self.folder, self.folder / "root", self.cluster, shared=True)
         row.problems += before.changes(ReferenceState.of(self.folder / "root", self.cluster))
         return report
 
@@ -196,7 +199,7 @@ class SharedReference:
             folder = self.test.row_dir(f"{variant.kind}-{variant.name}")
             root = copy_root(self.folder / "root", folder / "root")
             variant.apply_edits(root)
-            return self.test.grade(folder, root, self.cluster, variant.grader_args)
+            return self.test.grade(folder, root, self.cluster, variant.grader_args, shared=True)
 
         self.ready.wait()  # the reference graded alone first, so that what its grading changed is its own
         try:
@@ -218,6 +221,8 @@ class SharedReference:
             self.failure = self.failure or "the reference's cluster is stopped"
         if cluster is not None:
             cluster.stop()
+        if self.test.twins is not None:
+            self.test.twins.close()  # the clusters lent to its rows' bundles
 
 
 def attempt(row: Row, body: Callable[[], dict[str, Any]], lab: str) -> Row:
