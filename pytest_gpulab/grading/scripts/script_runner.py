@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 from ...cluster import toolchain
 from ...cluster.environ import environ_now
-from ...sandbox.bwrap import blanks_for, view_kubeconfig, write_etc
-from ...sandbox.confine import Exposure, Layout, Sandbox, snapshot, tool_paths
-from ...sandbox.containerd import FakeContainerd, shim_path
-from ...sandbox.runner import SandboxPlan, ScriptResult, run_script
+from ...sandbox.confine import Sandbox
+from ...sandbox.containerd import FakeContainerd
+from ...sandbox.runner import ScriptResult, run_script
 from ...sandbox.script_result import said as said  # its old home, kept for labs that import it from here
 from ...sandbox.stage import Stage, StagedRun
 from ..feedback import fail
 from ..learner import LearnerFile
 from . import record
 from .cores import SEAT, CorePool, Seat
-from .keeps import NOTHING_KEPT, Keeps, kept_places, unbound
+from .keeps import NOTHING_KEPT, Keeps, unbound
+from .layouts import RunLayouts
 from .runs import ForcedEnds, ScriptRuns, label_of
 from .runs import LearnerRun as LearnerRun  # its first home
 from .runs import Run as Run  # its first home, where labs import it from
@@ -76,6 +76,7 @@ class ScriptRunner:
         self._shared = threading.Lock()  # the view and the lab snapshot are made once, by the first run
         self._pool: CorePool | None = None
         self._stage = Stage(lab_root)
+        self._layouts = RunLayouts(sandbox, lab_root, self.work, self._shared)
         self._turns = Turns()  # side by side, or alone to tell a run crowded by its own from one starved
         self._forced = ForcedEnds(timeout + 60)  # a script's first run ended by force, given again at once
         self._state_users: dict[
@@ -112,64 +113,6 @@ class ScriptRunner:
                 work = self.work / f"cluster-view-{fault or 'read-only'}"
                 self._views[fault] = DoctoredView(upstream, (), work, fault=fault).__enter__()
             return self._views[fault]
-
-    def _exposures(
-        self, script: Path, args: tuple[str, ...], fake: FakeContainerd, env: dict[str, str], keeps: Keeps
-    ) -> list[Exposure]:
-        """The lab root (or the script's own folder) as a read-only snapshot; the fake containerd, read-only
-        but for the one file it records calls in; the tools on PATH; and the files the grader names in its
-        arguments (a generated dump), read-only."""
-        root = self.lab_root
-        if root is not None and root in script.parents:
-            with self._shared:
-                seen = [Exposure(snapshot(root, self.work / "lab-snapshot"), root)]
-        else:
-            seen = [Exposure(script.parent, script.parent)]
-        seen += [Exposure(fake.directory, fake.directory), Exposure(fake.calls_file, fake.calls_file, read_only=False)]
-        seen += [Exposure(tool, tool) for tool in tool_paths(env.get("PATH", "")) if tool != Path("/")]
-        seen.append(Exposure(shim_path().parent, shim_path().parent))
-        given = [Path(arg) for arg in args if arg.startswith("/") and os.path.isfile(arg)]  # no socket, no device
-        given = [path for path in given if root is None or root not in path.parents]
-        if keeps.writable_inputs:  # copies in folders of their own: writable whole, so sed -i's temporary file shows
-            return seen + [Exposure(folder, folder, read_only=False) for folder in {path.parent for path in given}]
-        return seen + [Exposure(path, path) for path in given]
-
-    def _plan(
-        self,
-        script: Path,
-        args: tuple[str, ...],
-        fake: FakeContainerd,
-        scratch: Path,
-        env: dict[str, str],
-        door: Door | None,
-        user: int | None,
-        keeps: Keeps,
-    ) -> SandboxPlan | None:
-        """What the script sees in the sandbox: its exposures, empty writable blanks (its scratch among
-        them), and for a script that reads the cluster the view's socket behind a forwarder; with a kept
-        ``state``, its folders in place of the /tmp-like blanks, $HOME and the scratch."""
-        if self.sandbox is None:
-            return None
-        fake.calls_file.touch()
-        if user is not None:
-            for writable in (fake.calls_file, scratch):  # the scratch directory matters where no sandbox is
-                os.chown(writable, user, user)
-        seen = self._exposures(script, args, fake, env, keeps)
-        seen += [Exposure(source, scratch / name, not keeps.writable_inputs) for name, source in keeps.inputs]
-        blanks = blanks_for(self.lab_root, env.get("HOME"), scratch, seen)
-        extra: dict[str, str] = {}
-        if keeps.state is not None:
-            kept = kept_places(keeps.state, env.get("HOME"), scratch, user)
-            blanks = tuple(blank for blank in blanks if blank not in kept)
-            seen += [Exposure(source, inside, read_only=False) for inside, source in kept.items()]
-            extra["TMPDIR"] = "/tmp"
-        layout = Layout(
-            tuple(seen), blanks, scratch, write_etc(scratch.parent / "etc", user),
-            cluster_socket=door.socket if door is not None else None,  # none: nothing answers
-            kubeconfig=view_kubeconfig(self.work / "sandbox") if door is not None else None, run_user=user,
-            extra_env=extra,
-        )  # fmt: skip
-        return SandboxPlan(self.sandbox, layout)
 
     def _environment(
         self, fake: FakeContainerd, *, containerd: bool, cluster: bool, door: Door | None
@@ -315,7 +258,7 @@ class ScriptRunner:
             prefix = self._stage.tools(prefix, toolchain.bin_dir())
         env = {**environ_now(), **extra}
         env["PATH"] = os.pathsep.join([*map(str, prefix), env.get("PATH", os.defpath)])
-        plan = self._plan(path, args, fake, scratch, env, door, user, keeps)
+        plan = self._layouts.plan(path, args, fake, scratch, env, door, user, keeps)
         return run_script(
             path,
             args,
