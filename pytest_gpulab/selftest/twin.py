@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster import snapshot
-from ..cluster.kwok import KwokCluster
+from ..cluster.kwok import KwokCluster, KwokClusterError
 from ..cohort.bundle import pack, root_files, sha256_file
 from ..cohort.regrade import GRADED, grade_bundle
 from ..cohort.warm import Gradings
@@ -72,13 +72,21 @@ class Twins:
         with self._lock:
             starting = self._restoring.setdefault(digest, threading.Lock())
         with starting:
-            if digest not in self._restored:
+            with self._lock:
+                lent = self._restored.get(digest)
+            if lent is None:
                 made = ExitStack()
-                cluster = made.enter_context(snapshot.grading_cluster(path))
+                lent = made.enter_context(snapshot.grading_cluster(path))
                 with self._lock:
                     self._stack.callback(made.close)
-                    self._restored[digest] = cluster
-        yield self._restored[digest]
+                    self._restored[digest] = lent
+        try:
+            yield lent
+        except KwokClusterError:  # it may be the cluster's fault: the next bundle (the retry) gets a new one
+            with self._lock:
+                if self._restored.get(digest) is lent:
+                    del self._restored[digest]
+            raise
 
     def close(self) -> None:
         """Stop every cluster lent so far."""
