@@ -77,8 +77,9 @@ def test_later_runs_of_a_circumstance_it_hangs_in_are_that_hangs_end_again(runne
 def test_a_run_that_works_or_holds_memory_keeps_its_core(runner, text):
     """On one core, the next run (another script's) starts only once this one has ended: a busy loop keeps its core
     however busy the machine (waiting for a CPU is working), and so does a sleeper holding memory."""
-    held = runner.runs_of(script(runner, "holds", text)).ahead(Run())
-    honest = runner.runs_of(script(runner, "honest", "#!/bin/bash\necho OK\n")).ahead(Run())
+    holds, honest_script = script(runner, "holds", text), script(runner, "honest", "#!/bin/bash\necho OK\n")
+    held = runner.runs_of(holds).ahead(Run())  # both written first: the lab root is snapshotted by the first run
+    honest = runner.runs_of(honest_script).ahead(Run())
     first, second = held.run(), honest.run()
     assert first.result.stdout == "done\n", (first.result.describe(), first.result.stderr)
     assert second.result.stdout == "OK\n", (second.result.describe(), second.result.stderr)
