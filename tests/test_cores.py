@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(
 def runner(tmp_path: Path) -> Iterator[ScriptRunner]:
     (tmp_path / "lab" / "bin").mkdir(parents=True)
     tmp_path.chmod(0o755)
-    scripts = ScriptRunner(tmp_path / "work", 4.0, lambda: None, lab_root=tmp_path / "lab", sandbox=SANDBOX, cores=1)
+    scripts = ScriptRunner(tmp_path / "work", 6.0, lambda: None, lab_root=tmp_path / "lab", sandbox=SANDBOX, cores=1)
     yield scripts
     scripts.close()
 
@@ -61,7 +61,7 @@ def test_later_runs_of_a_circumstance_it_hangs_in_are_that_hangs_end_again(runne
     in its words; none is left out."""
     runs = runner.runs_of(script(runner, "sleeper", SLEEPER)).ahead(*(Run(str(index)) for index in range(8)))
     results = [runs.run(str(index)).result for index in range(8)]
-    assert {result.describe() for result in results} == {"was stopped after 4 s (timeout)"}
+    assert {result.describe() for result in results} == {"was stopped after 6 s (timeout)"}
     assert any(result.repeated for result in results)
     assert not results[0].repeated
 

@@ -257,12 +257,12 @@ class RunGroup:
     def memory_used(self) -> int | None:
         """Bytes of memory the run's processes hold now; None where it is not kept."""
         counted = self.events.get("memory")  # the group that bounds its memory, v2 or v1
-        held = (
-            "".join(_read(counted.parent / name) for name in ("memory.current", "memory.usage_in_bytes"))
-            if counted
-            else ""
-        )
-        return int(held) if held.strip().isdigit() else None
+        if counted is None:
+            return None
+        for name in ("memory.current", "memory.usage_in_bytes"):
+            if (held := _read(counted.parent / name).strip()).isdigit():
+                return int(held)
+        return None
 
     def pids(self) -> list[int]:
         """The run's processes now (its first group's), at most :data:`PIDS_READ` of them."""
